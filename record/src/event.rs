@@ -1,0 +1,215 @@
+//! The events of a trace: seed 000's log entries (§3.1, Fig. 5) made
+//! concrete for Linux. Each event has a global index (its position in the
+//! trace), the recorded tid of the thread that caused it, and a label, the
+//! user-space program point where it happened.
+
+use serde::{Deserialize, Serialize};
+
+/// A thread id as the kernel gave it during recording. Replay tids differ;
+/// the replayer maps between the two.
+pub type Tid = i32;
+
+/// What the recorder knew before the program ran: enough to start the same
+/// process again. The first record of every trace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    /// The program's argv, as bytes.
+    pub argv: Vec<Vec<u8>>,
+    /// The program's environment, `NAME=value` bytes.
+    pub env: Vec<Vec<u8>>,
+    /// The working directory it ran in.
+    pub cwd: Vec<u8>,
+    /// Absolute path of the executable that was exec'd.
+    pub exe: Vec<u8>,
+    /// The 16 bytes the kernel put at `AT_RANDOM` (stack protector and
+    /// pointer guard seeds).
+    pub at_random: [u8; 16],
+    /// The recorded process id (the main thread's tid).
+    pub pid: Tid,
+    /// The files the kernel mapped at exec, with the trace's copies: the
+    /// executable first, then the dynamic loader.
+    pub exec_files: Vec<MappedFile>,
+}
+
+/// A file the program mapped, and the trace's copy of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MappedFile {
+    /// The path the program mapped.
+    pub path: Vec<u8>,
+    /// Name of the copy under the trace's `files/` directory.
+    pub copy: String,
+    /// Size of the file when it was recorded, in bytes.
+    pub size: u64,
+}
+
+/// One logged event.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    /// Recorded tid of the thread the event belongs to.
+    pub tid: Tid,
+    /// The label: the user-space program point of the event (the address
+    /// after the `syscall` instruction, or the faulting/trapping pc).
+    pub label: u64,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// The kinds of logged events.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum EventKind {
+    /// A logged syscall, with its result and effects.
+    Syscall(Syscall),
+    /// A thread spawned another with clone/clone3 (seed 000's SPAWN).
+    Spawn {
+        /// The new thread's recorded tid.
+        child: Tid,
+        /// The clone flags.
+        flags: u64,
+    },
+    /// A signal was delivered to the thread.
+    Signal(Signal),
+    /// rdtsc or rdtscp trapped (PR_SET_TSC, PR_TSC_SIGSEGV) and was emulated.
+    Rdtsc {
+        /// The time stamp counter value returned (edx:eax).
+        tsc: u64,
+        /// For rdtscp, the TSC_AUX value returned in ecx.
+        aux: Option<u32>,
+        /// Length of the instruction in bytes (2 or 3).
+        len: u8,
+    },
+    /// The program ended. Always the last event of a complete trace.
+    End(End),
+}
+
+/// A logged syscall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Syscall {
+    /// The syscall number (x86-64).
+    pub nr: i64,
+    /// The six argument registers at entry.
+    pub args: [u64; 6],
+    /// The return value (a negative errno on failure).
+    pub result: i64,
+    /// The path argument, for syscalls that take one.
+    pub path: Option<Vec<u8>>,
+    /// Memory the kernel wrote (out-buffers), to write back in replay.
+    pub writes: Vec<MemWrite>,
+    /// For output syscalls, the xxh3 hash of the bytes written.
+    pub output_hash: Option<u64>,
+    /// For file-backed mmaps, the mapped file.
+    pub file: Option<MappedFile>,
+    /// Set when weft does not know this syscall's effects.
+    pub unsupported: bool,
+}
+
+/// A range of tracee memory and its contents.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MemWrite {
+    /// Start address in the tracee.
+    pub addr: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// A delivered signal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Signal {
+    /// The signal number.
+    pub signo: i32,
+    /// `si_code` from the siginfo.
+    pub code: i32,
+    /// The fault address (`si_addr`) for faults, else 0.
+    pub addr: u64,
+    /// The raw 128-byte siginfo_t.
+    pub siginfo: Vec<u8>,
+    /// True when the kernel raised it for the instruction at the label
+    /// (a fault), false when it was sent (kill, tgkill, timers).
+    pub synchronous: bool,
+}
+
+/// How the program ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum End {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal killed it.
+    Killed {
+        /// The fatal signal.
+        signo: i32,
+        /// The thread that received it.
+        tid: Tid,
+        /// The pc at delivery.
+        pc: u64,
+        /// The fault address, or 0.
+        addr: u64,
+        /// The general registers at delivery, in `user_regs_struct` order.
+        regs: Vec<u64>,
+    },
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::Exited(code) => write!(f, "exited with status {code}"),
+            End::Killed { signo, tid, pc, addr, .. } => write!(
+                f,
+                "killed by {} in thread {tid} at pc {pc:#x} (fault address {addr:#x})",
+                signal_name(*signo)
+            ),
+        }
+    }
+}
+
+/// The conventional name of signal `signo` ("SIGSEGV").
+pub fn signal_name(signo: i32) -> String {
+    nix::sys::signal::Signal::try_from(signo)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {signo}"))
+}
+
+impl std::fmt::Display for Event {
+    /// `tid T @LABEL what`, as `weft dump` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tid {:<7} @{:#014x}  ", self.tid, self.label)?;
+        match &self.kind {
+            EventKind::Syscall(s) => write!(f, "{s}"),
+            EventKind::Spawn { child, flags } => write!(f, "spawn thread {child} (flags {flags:#x})"),
+            EventKind::Signal(s) => write!(
+                f,
+                "signal {} code {} addr {:#x}{}",
+                signal_name(s.signo),
+                s.code,
+                s.addr,
+                if s.synchronous { " (fault)" } else { "" }
+            ),
+            EventKind::Rdtsc { tsc, aux: Some(a), .. } => write!(f, "rdtscp = {tsc} aux {a}"),
+            EventKind::Rdtsc { tsc, aux: None, .. } => write!(f, "rdtsc = {tsc}"),
+            EventKind::End(end) => write!(f, "end: {end}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Syscall {
+    /// `name(args) = result` and what was logged with it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let args: Vec<String> = self.args.iter().map(|a| format!("{a:#x}")).collect();
+        write!(f, "{}({}) = {}", crate::syscalls::name(self.nr), args.join(", "), self.result)?;
+        if let Some(p) = &self.path {
+            write!(f, "  path {:?}", String::from_utf8_lossy(p))?;
+        }
+        let n: usize = self.writes.iter().map(|w| w.data.len()).sum();
+        if n > 0 {
+            write!(f, "  [{n} bytes in]")?;
+        }
+        if let Some(h) = self.output_hash {
+            write!(f, "  [out hash {h:016x}]")?;
+        }
+        if let Some(m) = &self.file {
+            write!(f, "  [maps {}]", String::from_utf8_lossy(&m.path))?;
+        }
+        if self.unsupported {
+            write!(f, "  [UNSUPPORTED: result only]")?;
+        }
+        Ok(())
+    }
+}

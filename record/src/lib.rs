@@ -1,0 +1,22 @@
+//! weft's recorder and the trace format it writes.
+//!
+//! Data flow: [`recorder::record`] launches the program with
+//! [`tracee::launch`] (ASLR off, rdtsc trapping, a seccomp filter that traps
+//! only the syscalls in [`syscalls`] that must be logged), runs it on all
+//! cores, and appends [`event::Event`]s to a [`trace::TraceWriter`]. The
+//! replayer reads them back with [`trace::Trace::open`]. Start with
+//! `event.rs` (what is logged) and `recorder.rs` (how).
+//!
+//! The design follows seed 000 §3.1 (log only syscalls, signals and spawns,
+//! in one global order) and DESIGN.md's recording section.
+
+pub mod dirs;
+pub mod event;
+pub mod recorder;
+pub mod syscalls;
+pub mod trace;
+pub mod tracee;
+
+pub use event::{End, Event, EventKind, Meta, Tid};
+pub use recorder::{record, RecordOptions, Recording};
+pub use trace::{Trace, TraceError};

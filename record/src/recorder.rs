@@ -1,0 +1,453 @@
+//! The multi-core recorder (seed 000 §3.1): runs the program under ptrace
+//! with every thread free on every core, and logs in one global order the
+//! events a replay needs: logged syscalls (caught by the seccomp filter, so
+//! all other syscalls run at full speed), thread spawns and exits, signals,
+//! rdtsc, and the end.
+//!
+//! The global order is the order in which the tracer observes events. An
+//! input syscall is logged when it completes; a spawn is logged at the
+//! PTRACE_EVENT_CLONE stop, before the new thread may run, so that every
+//! thread's first event follows its spawn.
+
+use crate::event::{End, Event, EventKind, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::syscalls::{self, Class};
+use crate::trace::TraceWriter;
+use crate::tracee::{self, Launch, Memory, Regs};
+use anyhow::{anyhow, Context, Result};
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal as NixSignal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// What to record, and where.
+pub struct RecordOptions {
+    /// The program, resolved to a path.
+    pub program: PathBuf,
+    /// argv, including argv[0] as the user typed it.
+    pub argv: Vec<OsString>,
+    /// The new trace directory.
+    pub trace_dir: PathBuf,
+}
+
+/// How a recording went.
+#[derive(Debug)]
+pub struct Recording {
+    /// How the program ended.
+    pub end: End,
+    /// Number of events logged, the end included.
+    pub events: u64,
+}
+
+/// Syscalls the seccomp filter lets through without a stop: those of class
+/// [`Class::Execute`] and futex. Everything else traps to the recorder.
+fn untraced_syscalls() -> Vec<i64> {
+    (0..500).filter(|&nr| matches!(syscalls::class(nr), Class::Execute | Class::Futex)).collect()
+}
+
+/// The recording filters: one that traps every logged syscall to the
+/// tracer (SECCOMP_RET_TRACE), letting anonymous mmaps through, and one that
+/// fails rseq with ENOSYS so glibc does not register restartable sequences
+/// (rr does the same; DESIGN.md, known traps).
+pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| anyhow!("{e:?}"))?;
+    let mut allow: BTreeMap<i64, Vec<SeccompRule>> =
+        untraced_syscalls().into_iter().map(|nr| (nr, vec![])).collect();
+    allow.remove(&libc::SYS_rseq);
+    let anonymous = SeccompCondition::new(
+        3,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64),
+        libc::MAP_ANONYMOUS as u64,
+    )
+    .map_err(|e| anyhow!("{e:?}"))?;
+    allow.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![anonymous]).map_err(|e| anyhow!("{e:?}"))?]);
+    let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let rseq = SeccompFilter::new(
+        [(libc::SYS_rseq, vec![])].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(|e| anyhow!("{e:?}"))?;
+    Ok(vec![trace.try_into().map_err(|e| anyhow!("{e:?}"))?, rseq.try_into().map_err(|e| anyhow!("{e:?}"))?])
+}
+
+/// A syscall seen at entry, waiting for its exit.
+struct Entry {
+    nr: i64,
+    args: [u64; 6],
+    label: u64,
+    path: Option<Vec<u8>>,
+}
+
+/// The last delivery of a signal, in case it turns out fatal.
+struct Delivery {
+    tid: Tid,
+    pc: u64,
+    addr: u64,
+    regs: Vec<u64>,
+}
+
+/// The recorder's state for one session.
+struct Recorder {
+    trace: TraceWriter,
+    mem: Memory,
+    leader: Pid,
+    /// Threads of the program and the syscall each is in, if any.
+    threads: HashMap<Pid, Option<Entry>>,
+    /// New threads whose spawn is logged but whose first stop is not seen.
+    spawned: HashSet<Pid>,
+    /// New threads stopped before their spawn was logged: held until it is.
+    early: HashSet<Pid>,
+    /// Forked child processes: not recorded, run without logging.
+    foreign: HashSet<Pid>,
+    deliveries: HashMap<i32, Delivery>,
+    warned: HashSet<i64>,
+    events: u64,
+    end: Option<End>,
+}
+
+/// Records the program into `opts.trace_dir`. Errors when the program cannot
+/// be started or the trace cannot be written; the program's own failures
+/// are part of the recording ([`Recording::end`]).
+pub fn record(opts: &RecordOptions) -> Result<Recording> {
+    let cstr = |b: &[u8]| CString::new(b).context("argument contains a NUL byte");
+    let env: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut kv = k.into_vec();
+            kv.push(b'=');
+            kv.extend(v.into_vec());
+            kv
+        })
+        .collect();
+    let launch = Launch {
+        exe: cstr(opts.program.as_os_str().as_bytes())?,
+        argv: opts.argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?,
+        env: env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
+        cwd: None,
+        filters: seccomp_filters()?,
+        one_cpu: false,
+        null_stdin: false,
+    };
+    let mut trace = TraceWriter::create(&opts.trace_dir)?;
+    let pid = tracee::launch(&launch)?;
+    let mem = Memory::open(pid)?;
+    let regs = ptrace::getregs(pid)?;
+    let random_addr = tracee::patch_auxv(&mem, regs.rsp)?;
+    let at_random: [u8; 16] = mem.read(random_addr, 16)?.try_into().map_err(|_| anyhow!("AT_RANDOM"))?;
+    let exe = std::fs::canonicalize(&opts.program)?;
+    let mut exec_files = vec![trace.copy_file(&exe)?];
+    for path in tracee::mapped_files(pid)? {
+        if Path::new(&path) != exe {
+            exec_files.push(trace.copy_file(Path::new(&path))?);
+        }
+    }
+    let meta = Meta {
+        argv: opts.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        env,
+        cwd: std::env::current_dir()?.into_os_string().into_vec(),
+        exe: exe.into_os_string().into_vec(),
+        at_random,
+        pid: pid.as_raw(),
+        exec_files,
+    };
+    trace.write_meta(&meta)?;
+    let mut rec = Recorder {
+        trace,
+        mem,
+        leader: pid,
+        threads: HashMap::from([(pid, None)]),
+        spawned: HashSet::new(),
+        early: HashSet::new(),
+        foreign: HashSet::new(),
+        deliveries: HashMap::new(),
+        warned: HashSet::new(),
+        events: 0,
+        end: None,
+    };
+    ptrace::cont(pid, None)?;
+    rec.run()?;
+    let end = rec.end.take().ok_or_else(|| anyhow!("the program vanished without an exit status"))?;
+    rec.log(0, 0, EventKind::End(end.clone()))?;
+    rec.trace.flush()?;
+    Ok(Recording { end, events: rec.events })
+}
+
+impl Recorder {
+    fn run(&mut self) -> Result<()> {
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+                Ok(s) => s,
+                Err(Errno::ECHILD) => return Ok(()),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.handle(status)?;
+        }
+    }
+
+    fn handle(&mut self, status: WaitStatus) -> Result<()> {
+        match status {
+            WaitStatus::PtraceEvent(pid, _, _) if self.foreign.contains(&pid) => resume(pid, None),
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_SECCOMP) => self.on_seccomp(pid),
+            WaitStatus::PtraceSyscall(pid) => self.on_syscall_exit(pid),
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_CLONE) => self.on_clone(pid),
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
+                let child = Pid::from_raw(ptrace::getevent(pid)? as i32);
+                self.warn_once(libc::SYS_fork, "the program forked a child process; weft records threads only, the child runs unrecorded");
+                self.foreign.insert(child);
+                if self.early.remove(&child) {
+                    resume(child, None)?;
+                }
+                resume(pid, None)
+            }
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_EXEC) => {
+                self.warn_once(libc::SYS_execve, "the program called execve; its new image is not recorded");
+                self.mem = Memory::open(pid)?;
+                resume(pid, None)
+            }
+            WaitStatus::PtraceEvent(pid, _, _) => resume(pid, None),
+            WaitStatus::Stopped(pid, sig) => self.on_signal(pid, sig),
+            WaitStatus::Exited(pid, code) => {
+                self.threads.remove(&pid);
+                if pid == self.leader {
+                    self.end = Some(End::Exited(code));
+                }
+                Ok(())
+            }
+            WaitStatus::Signaled(pid, sig, _) => {
+                self.threads.remove(&pid);
+                if pid == self.leader {
+                    let signo = sig as i32;
+                    let d = self.deliveries.remove(&signo);
+                    self.end = Some(End::Killed {
+                        signo,
+                        tid: d.as_ref().map_or(pid.as_raw(), |d| d.tid),
+                        pc: d.as_ref().map_or(0, |d| d.pc),
+                        addr: d.as_ref().map_or(0, |d| d.addr),
+                        regs: d.map(|d| d.regs).unwrap_or_default(),
+                    });
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn on_seccomp(&mut self, pid: Pid) -> Result<()> {
+        let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
+        let nr = regs.orig_rax as i64;
+        let args = tracee::syscall_args(&regs);
+        let label = regs.rip;
+        match syscalls::class(nr) {
+            Class::ThreadExit | Class::ExitGroup => {
+                self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
+                self.trace.flush()?;
+                resume(pid, None)
+            }
+            _ => {
+                let path = syscalls::path_arg(nr).and_then(|i| self.mem.read_cstr(args[i]).ok());
+                self.threads.insert(pid, Some(Entry { nr, args, label, path }));
+                ptrace::syscall(pid, None).or_else(ignore_esrch)
+            }
+        }
+    }
+
+    fn on_syscall_exit(&mut self, pid: Pid) -> Result<()> {
+        let Some(entry) = self.threads.get_mut(&pid).and_then(Option::take) else {
+            return resume(pid, None);
+        };
+        let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
+        let result = regs.rax as i64;
+        // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK:
+        // a signal interrupted the call and the kernel will restart it (a new
+        // seccomp stop) or turn it into EINTR; nothing user-visible yet.
+        if (-516..=-512).contains(&result) {
+            return resume(pid, None);
+        }
+        let syscall = self.complete(pid, &entry, result)?;
+        self.log_syscall(pid, entry.label, syscall)?;
+        resume(pid, None)
+    }
+
+    /// Builds the log record of a completed syscall.
+    fn complete(&mut self, pid: Pid, e: &Entry, result: i64) -> Result<Syscall> {
+        let mut s = Syscall::bare(e.nr, e.args, result);
+        s.path = e.path.clone();
+        let mem = &self.mem;
+        let mut read_u64 = |a: u64| mem.read_u64(a).ok();
+        match syscalls::class(e.nr) {
+            Class::Input => {
+                for (addr, len) in syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64) {
+                    if let Ok(data) = mem.read(addr, len as usize) {
+                        s.writes.push(MemWrite { addr, data });
+                    }
+                }
+            }
+            Class::Output => {
+                let ranges = syscalls::output_ranges(e.nr, &e.args, result, &mut read_u64);
+                s.output_hash = Some(hash_ranges(mem, &ranges));
+            }
+            Class::MmapFile if result >= 0 => s.file = Some(self.mapped_file(pid, e.args[4])?),
+            Class::Unsupported => {
+                s.unsupported = true;
+                let msg = format!(
+                    "syscall {} is not supported; logged with its result only, a replay that depends on its effects may diverge",
+                    syscalls::name(e.nr)
+                );
+                self.warn_once(e.nr, &msg);
+            }
+            _ => {}
+        }
+        Ok(s)
+    }
+
+    /// Copies the file behind fd `fd` of thread `pid` into the trace.
+    fn mapped_file(&mut self, pid: Pid, fd: u64) -> Result<MappedFile> {
+        let link = std::fs::read_link(format!("/proc/{pid}/fd/{}", fd as i32))?;
+        Ok(self.trace.copy_file(&link)?)
+    }
+
+    fn on_clone(&mut self, pid: Pid) -> Result<()> {
+        let child = Pid::from_raw(ptrace::getevent(pid)? as i32);
+        let regs = ptrace::getregs(pid)?;
+        let flags = clone_flags(&self.mem, &regs);
+        self.log(pid.as_raw(), regs.rip, EventKind::Spawn { child: child.as_raw(), flags })?;
+        self.threads.insert(child, None);
+        if self.early.remove(&child) {
+            resume(child, None)?;
+        } else {
+            self.spawned.insert(child);
+        }
+        resume(pid, None)
+    }
+
+    fn on_signal(&mut self, pid: Pid, sig: NixSignal) -> Result<()> {
+        if sig == NixSignal::SIGSTOP {
+            // A new thread's or child process's first stop.
+            if self.spawned.remove(&pid) {
+                return resume(pid, None);
+            }
+            if !self.threads.contains_key(&pid) && !self.foreign.contains(&pid) {
+                self.early.insert(pid);
+                return Ok(());
+            }
+        }
+        if self.foreign.contains(&pid) {
+            return resume(pid, Some(sig));
+        }
+        let regs = ptrace::getregs(pid)?;
+        if sig == NixSignal::SIGSEGV {
+            if let Some((len, is_rdtscp)) = tracee::rdtsc_at(&self.mem, regs.rip) {
+                return self.emulate_rdtsc(pid, regs, len, is_rdtscp);
+            }
+        }
+        let siginfo = tracee::siginfo_bytes(pid)?;
+        let code = i32::from_le_bytes(siginfo[8..12].try_into()?);
+        let addr = u64::from_le_bytes(siginfo[16..24].try_into()?);
+        let synchronous = code > 0
+            && matches!(sig, NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL | NixSignal::SIGTRAP);
+        let signo = sig as i32;
+        let addr = if synchronous { addr } else { 0 };
+        self.deliveries.insert(
+            signo,
+            Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
+        );
+        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous }))?;
+        self.trace.flush()?;
+        resume(pid, Some(sig))
+    }
+
+    /// rdtsc/rdtscp faulted (PR_TSC_SIGSEGV): execute it here, give the
+    /// tracee the result, step over the instruction, and log the value.
+    fn emulate_rdtsc(&mut self, pid: Pid, mut regs: Regs, len: u8, is_rdtscp: bool) -> Result<()> {
+        let mut aux = 0u32;
+        // SAFETY: rdtsc/rdtscp are unprivileged for the tracer.
+        let tsc = unsafe {
+            if is_rdtscp {
+                core::arch::x86_64::__rdtscp(&mut aux)
+            } else {
+                core::arch::x86_64::_rdtsc()
+            }
+        };
+        let label = regs.rip;
+        regs.rax = tsc & 0xffff_ffff;
+        regs.rdx = tsc >> 32;
+        if is_rdtscp {
+            regs.rcx = aux as u64;
+        }
+        regs.rip += len as u64;
+        ptrace::setregs(pid, regs)?;
+        let aux = is_rdtscp.then_some(aux);
+        self.log(pid.as_raw(), label, EventKind::Rdtsc { tsc, aux, len })?;
+        resume(pid, None)
+    }
+
+    fn log_syscall(&mut self, pid: Pid, label: u64, s: Syscall) -> Result<()> {
+        self.log(pid.as_raw(), label, EventKind::Syscall(s))
+    }
+
+    fn log(&mut self, tid: Tid, label: u64, kind: EventKind) -> Result<()> {
+        self.trace.write_event(&Event { tid, label, kind })?;
+        self.events += 1;
+        Ok(())
+    }
+
+    fn warn_once(&mut self, key: i64, msg: &str) {
+        if self.warned.insert(key) {
+            eprintln!("weft: warning: {msg}");
+        }
+    }
+}
+
+impl Syscall {
+    /// A syscall record with no path, buffers, hash or file.
+    pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
+        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false }
+    }
+}
+
+/// The clone flags of the clone or clone3 call `regs` stopped in
+/// (clone3's `struct clone_args` starts with the flags).
+pub fn clone_flags(mem: &Memory, regs: &Regs) -> u64 {
+    if regs.orig_rax as i64 == libc::SYS_clone3 {
+        mem.read_u64(regs.rdi).unwrap_or(0)
+    } else {
+        regs.rdi
+    }
+}
+
+/// xxh3 of the concatenated bytes of `ranges` of tracee memory.
+pub fn hash_ranges(mem: &Memory, ranges: &[(u64, u64)]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for &(addr, len) in ranges {
+        if let Ok(bytes) = mem.read(addr, len as usize) {
+            h.update(&bytes);
+        }
+    }
+    h.digest()
+}
+
+/// Resumes a stopped thread without syscall stops (the filter decides which
+/// syscalls stop). A thread that died meanwhile is not an error.
+fn resume(pid: Pid, sig: Option<NixSignal>) -> Result<()> {
+    ptrace::cont(pid, sig).or_else(ignore_esrch)
+}
+
+fn ignore_esrch(e: Errno) -> Result<()> {
+    if e == Errno::ESRCH {
+        Ok(())
+    } else {
+        Err(e.into())
+    }
+}

@@ -1,0 +1,277 @@
+//! The tracee: starting a program under ptrace with weft's settings, and
+//! reading and writing its registers and memory. Shared by the recorder and
+//! the replayer, which must start the program identically.
+//!
+//! Launch follows DESIGN.md: fork; in the child turn ASLR off
+//! (personality(2) ADDR_NO_RANDOMIZE), make rdtsc fault (prctl(2)
+//! PR_SET_TSC), stop for the tracer, install the seccomp filter, exec.
+
+use anyhow::{bail, Context, Result};
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::ffi::CString;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+/// The general registers of a stopped thread (`struct user_regs_struct`).
+pub type Regs = libc::user_regs_struct;
+
+/// `auxv` entry types (include/uapi/linux/auxvec.h).
+const AT_NULL: u64 = 0;
+const AT_IGNORE: u64 = 1;
+const AT_RANDOM: u64 = 25;
+const AT_SYSINFO_EHDR: u64 = 33;
+
+/// What to start and how.
+pub struct Launch {
+    /// Path of the executable to exec.
+    pub exe: CString,
+    /// argv, including argv[0].
+    pub argv: Vec<CString>,
+    /// The environment.
+    pub env: Vec<CString>,
+    /// Directory to run in; `None` keeps the current one.
+    pub cwd: Option<CString>,
+    /// seccomp-bpf programs to install before exec (recording only).
+    pub filters: Vec<seccompiler::BpfProgram>,
+    /// Pin the program to one CPU (replay).
+    pub one_cpu: bool,
+    /// Give the program /dev/null as stdin (replay: inputs come from the log).
+    pub null_stdin: bool,
+}
+
+/// ptrace options both recorder and replayer use.
+pub fn ptrace_options() -> ptrace::Options {
+    ptrace::Options::PTRACE_O_TRACESYSGOOD
+        | ptrace::Options::PTRACE_O_TRACECLONE
+        | ptrace::Options::PTRACE_O_TRACEFORK
+        | ptrace::Options::PTRACE_O_TRACEVFORK
+        | ptrace::Options::PTRACE_O_TRACEEXEC
+        | ptrace::Options::PTRACE_O_TRACEEXIT
+        | ptrace::Options::PTRACE_O_TRACESECCOMP
+        | ptrace::Options::PTRACE_O_EXITKILL
+}
+
+/// Forks and execs the program traced. Returns its pid, stopped at the
+/// PTRACE_EVENT_EXEC stop. Errors when the fork fails or the exec does.
+pub fn launch(spec: &Launch) -> Result<Pid> {
+    let argv: Vec<*const libc::c_char> =
+        spec.argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
+    let envp: Vec<*const libc::c_char> =
+        spec.env.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
+    let dev_null = c"/dev/null";
+    let mut cpu0: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut cpu0);
+        let first = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &cpu0)).unwrap_or(0);
+        libc::CPU_ZERO(&mut cpu0);
+        libc::CPU_SET(first, &mut cpu0);
+    }
+    // SAFETY: the child only makes async-signal-safe calls on memory
+    // prepared before the fork, then execs or _exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        bail!("fork failed: {}", std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        unsafe {
+            if let Some(cwd) = &spec.cwd {
+                if libc::chdir(cwd.as_ptr()) != 0 {
+                    libc::_exit(126);
+                }
+            }
+            if spec.null_stdin {
+                let fd = libc::open(dev_null.as_ptr(), libc::O_RDONLY);
+                libc::dup2(fd, 0);
+                libc::close(fd);
+            }
+            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
+            if spec.one_cpu {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpu0);
+            }
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            libc::raise(libc::SIGSTOP);
+            for filter in &spec.filters {
+                if seccompiler::apply_filter(filter).is_err() {
+                    libc::_exit(125);
+                }
+            }
+            libc::execve(spec.exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    let pid = Pid::from_raw(pid);
+    match waitpid(pid, Some(WaitPidFlag::__WALL))? {
+        WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+        other => bail!("tracee did not stop before exec: {other:?}"),
+    }
+    ptrace::setoptions(pid, ptrace_options()).context("PTRACE_SETOPTIONS")?;
+    ptrace::cont(pid, None)?;
+    match waitpid(pid, Some(WaitPidFlag::__WALL))? {
+        WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => Ok(pid),
+        WaitStatus::Exited(_, 126) => bail!("cannot change to the recorded working directory"),
+        WaitStatus::Exited(_, 125) => bail!("cannot install the seccomp filter"),
+        WaitStatus::Exited(_, _) => bail!(
+            "cannot execute {}: {}",
+            spec.exe.to_string_lossy(),
+            "exec failed (not an executable, or missing interpreter)"
+        ),
+        other => bail!("unexpected stop before exec: {other:?}"),
+    }
+}
+
+/// A process's memory, through /proc/PID/mem (which, unlike
+/// process_vm_writev, may write read-only pages: breakpoints, file copies).
+pub struct Memory {
+    file: File,
+}
+
+impl Memory {
+    /// Opens the memory of process `pid`.
+    pub fn open(pid: Pid) -> Result<Self> {
+        let path = format!("/proc/{pid}/mem");
+        let file = File::options().read(true).write(true).open(&path).with_context(|| format!("open {path}"))?;
+        Ok(Self { file })
+    }
+
+    /// Reads `len` bytes at `addr`. Errors if any byte is unmapped.
+    pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, addr)
+            .with_context(|| format!("read {len} bytes of tracee memory at {addr:#x}"))?;
+        Ok(buf)
+    }
+
+    /// Reads the little-endian u64 at `addr`.
+    pub fn read_u64(&self, addr: u64) -> Result<u64> {
+        let b = self.read(addr, 8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    /// Reads a NUL-terminated string at `addr` (at most 4096 bytes).
+    pub fn read_cstr(&self, addr: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 256];
+        while out.len() < 4096 {
+            let n = self.file.read_at(&mut chunk, addr + out.len() as u64)?;
+            if n == 0 {
+                break;
+            }
+            if let Some(end) = chunk[..n].iter().position(|&b| b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `addr`, even into read-only pages.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(data, addr)
+            .with_context(|| format!("write {} bytes of tracee memory at {addr:#x}", data.len()))
+    }
+}
+
+/// At the exec stop, hides the vDSO from the program (so libc's time calls
+/// become real, trappable syscalls) by turning its auxv entry into
+/// AT_IGNORE, and returns the address of the 16 AT_RANDOM bytes.
+/// The auxv follows argv and envp on the initial stack (System V x86-64 ABI
+/// §3.4.1).
+pub fn patch_auxv(mem: &Memory, rsp: u64) -> Result<u64> {
+    let argc = mem.read_u64(rsp)?;
+    let mut p = rsp + 8 * (argc + 2);
+    while mem.read_u64(p)? != 0 {
+        p += 8;
+    }
+    p += 8;
+    let mut at_random = 0;
+    loop {
+        let kind = mem.read_u64(p)?;
+        match kind {
+            AT_NULL => break,
+            AT_SYSINFO_EHDR => mem.write(p, &AT_IGNORE.to_le_bytes())?,
+            AT_RANDOM => at_random = mem.read_u64(p + 8)?,
+            _ => {}
+        }
+        p += 16;
+    }
+    if at_random == 0 {
+        bail!("no AT_RANDOM in the program's auxv");
+    }
+    Ok(at_random)
+}
+
+/// The distinct files mapped into process `pid`, in address order
+/// (/proc/PID/maps, proc(5)).
+pub fn mapped_files(pid: Pid) -> Result<Vec<String>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let mut files: Vec<String> = Vec::new();
+    for line in maps.lines() {
+        if let Some(path) = line.split_whitespace().nth(5) {
+            if path.starts_with('/') && !files.iter().any(|f| f == path) {
+                files.push(path.to_string());
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `PTRACE_GET_SYSCALL_INFO` op values (linux/ptrace.h).
+pub const SYSCALL_INFO_ENTRY: u8 = 1;
+/// The stop is a syscall-exit-stop.
+pub const SYSCALL_INFO_EXIT: u8 = 2;
+/// The stop is a PTRACE_EVENT_SECCOMP stop.
+pub const SYSCALL_INFO_SECCOMP: u8 = 3;
+
+/// Which kind of syscall stop `tid` is in (`PTRACE_GET_SYSCALL_INFO`, Linux
+/// 5.3): one of the `SYSCALL_INFO_*` values, or 0 when not in one.
+pub fn syscall_stop_kind(tid: Pid) -> u8 {
+    let mut info = [0u8; 88];
+    // SAFETY: the kernel writes at most info.len() bytes.
+    let r = unsafe {
+        libc::ptrace(0x420e, tid.as_raw(), info.len(), info.as_mut_ptr())
+    };
+    if r <= 0 {
+        0
+    } else {
+        info[0]
+    }
+}
+
+/// The 128-byte siginfo of the signal `tid` is stopped for.
+pub fn siginfo_bytes(tid: Pid) -> Result<Vec<u8>> {
+    let info = ptrace::getsiginfo(tid)?;
+    // SAFETY: siginfo_t is plain data of 128 bytes.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(&info as *const libc::siginfo_t as *const u8, std::mem::size_of::<libc::siginfo_t>())
+    };
+    Ok(bytes.to_vec())
+}
+
+/// The registers as a flat list of u64 in `user_regs_struct` order.
+pub fn regs_words(regs: &Regs) -> Vec<u64> {
+    // SAFETY: user_regs_struct is 27 u64 fields with no padding.
+    unsafe { std::slice::from_raw_parts(regs as *const Regs as *const u64, 27) }.to_vec()
+}
+
+/// The syscall arguments of a thread stopped at syscall entry, in ABI order.
+pub fn syscall_args(regs: &Regs) -> [u64; 6] {
+    [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9]
+}
+
+/// Which rdtsc-family instruction is at `pc`, if any: its length in bytes
+/// and whether it is rdtscp.
+pub fn rdtsc_at(mem: &Memory, pc: u64) -> Option<(u8, bool)> {
+    let code = mem.read(pc, 3).ok()?;
+    match code.as_slice() {
+        [0x0f, 0x31, _] => Some((2, false)),
+        [0x0f, 0x01, 0xf9] => Some((3, true)),
+        _ => None,
+    }
+}

@@ -1,0 +1,80 @@
+//! Why a replay is not valid (seed 000 §2.2: the two symptoms, *unmatch*
+//! and *deadlock*), plus the ways a replay can fail to finish at all.
+
+use crate::position::Position;
+
+/// A replay failure, with enough context to act on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// An unmatched event: the replay reached an event that is not the next
+    /// one in the log (Definition 1 violated).
+    Unmatched {
+        /// Where.
+        at: Position,
+        /// The log's next event.
+        expected: String,
+        /// What the replay did instead.
+        observed: String,
+    },
+    /// No thread can run, but the log has events left.
+    Deadlock {
+        /// Where.
+        at: Position,
+        /// The log's next event.
+        expected: String,
+        /// Every thread and its state.
+        threads: Vec<String>,
+    },
+    /// A thread ran for too long without reaching a scheduling point
+    /// (it spins waiting for another thread, which one core cannot run).
+    Livelock {
+        /// Where.
+        at: Position,
+        /// The thread's pc when it was stopped.
+        pc: u64,
+        /// Seconds it ran.
+        seconds: u64,
+    },
+    /// The program ended differently from the recording.
+    WrongEnd {
+        /// How the recording ended.
+        expected: String,
+        /// How the replay ended.
+        observed: String,
+    },
+    /// The trace is damaged or incomplete: the replay matched every event
+    /// that could be read, then stopped.
+    IncompleteTrace {
+        /// Events matched.
+        matched: u64,
+        /// What is wrong with the trace.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unmatched { at, expected, observed } => {
+                write!(f, "unmatched event at {at}\n  expected: {expected}\n  observed: {observed}")
+            }
+            Failure::Deadlock { at, expected, threads } => {
+                write!(f, "deadlock at {at}: no thread can run\n  expected next: {expected}")?;
+                for t in threads {
+                    write!(f, "\n  {t}")?;
+                }
+                Ok(())
+            }
+            Failure::Livelock { at, pc, seconds } => write!(
+                f,
+                "livelock at {at}: the thread ran {seconds} s without reaching a scheduling point (pc {pc:#x}); it probably spins waiting for another thread"
+            ),
+            Failure::WrongEnd { expected, observed } => {
+                write!(f, "the program ended differently\n  recorded: {expected}\n  replayed: {observed}")
+            }
+            Failure::IncompleteTrace { matched, why } => {
+                write!(f, "the trace is incomplete: {matched} events matched, then: {why}")
+            }
+        }
+    }
+}

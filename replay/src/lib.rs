@@ -1,0 +1,24 @@
+//! weft's replayer: re-executes a recorded program on one core,
+//! deterministically, and validates the run against the log.
+//!
+//! Data flow: a [`weft_record::Trace`] and a [`Schedule`] go into
+//! [`replay`], which starts the program again with the recorded argv, env,
+//! AT_RANDOM and ASLR setting, then runs `session.rs`'s loop: one thread
+//! at a time, switching only at scheduling points, emulating inputs and
+//! futexes, and checking each event against the log (seed 000 §3.2,
+//! Definition 1). Start with `session.rs`; `futex.rs` is the emulated wait
+//! queues, `schedule.rs` the preemptions exploration will add, and
+//! `position.rs` the notion of time the debugger and UI will share.
+
+mod digest;
+pub mod failure;
+pub mod futex;
+pub mod position;
+pub mod schedule;
+mod session;
+mod watchdog;
+
+pub use failure::Failure;
+pub use position::Position;
+pub use schedule::{Preemption, Schedule};
+pub use session::{replay, Outcome, ReplayOptions};

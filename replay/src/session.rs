@@ -1,0 +1,875 @@
+//! A replay session: re-executes a recorded program on one core, with
+//! exactly one tracee thread running user code at any moment, and validates
+//! it against the log (seed 000 §3.2, Fig. 8, Definition 1).
+//!
+//! Every tracee thread sits in a ptrace stop except the one the scheduler
+//! resumes, and that one is resumed with PTRACE_SYSCALL, so it stops again
+//! at its next syscall: no thread ever blocks in the kernel. Control moves
+//! only at scheduling points: logged events (seed 000's *pevnt* tests),
+//! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
+//! thread start and exit.
+
+use crate::digest::Digest;
+use crate::failure::Failure;
+use crate::futex::{self, Queues, Wait};
+use crate::position::Position;
+use crate::schedule::Schedule;
+use crate::watchdog::Watchdog;
+use anyhow::{anyhow, bail, Context, Result};
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal as NixSignal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weft_record::event::{signal_name, End, Event, EventKind, Syscall};
+use weft_record::recorder::{clone_flags, hash_ranges};
+use weft_record::syscalls::{self, Class};
+use weft_record::tracee::{self, Launch, Memory, Regs};
+use weft_record::{Tid, Trace};
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// Preemptions beyond the log order (empty: seed 000's initial replay).
+    pub schedule: Schedule,
+    /// Print a digest line at every scheduling point (on stderr).
+    pub digest: bool,
+    /// How long a thread may run without a scheduling point before the
+    /// replay stops it and reports a livelock.
+    pub livelock_timeout: Duration,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self { schedule: Schedule::default(), digest: false, livelock_timeout: Duration::from_secs(120) }
+    }
+}
+
+/// The result of a replay.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every logged event was met, in order, and the program ended as
+    /// recorded.
+    Valid {
+        /// How the program ended.
+        end: End,
+        /// Events matched, the end included.
+        events: u64,
+    },
+    /// The replay is not valid; why.
+    Invalid(Failure),
+}
+
+/// Where a stopped thread is, as far as the scheduler is concerned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum At {
+    /// Stopped where PTRACE_SYSCALL resumes it: free to run.
+    Ready,
+    /// Free to run; resuming delivers this signal.
+    Deliver(NixSignal),
+    /// At the entry of a syscall that is a scheduling point, not yet handled.
+    Entry(Entry),
+    /// At a signal-delivery-stop, not yet handled.
+    Fault(NixSignal),
+    /// Blocked in an emulated futex wait, at its syscall-entry stop.
+    Blocked(Wait),
+    /// Released from a futex wait; the syscall returns this value.
+    Woken(i64),
+    /// Gone.
+    Exited,
+}
+
+/// A syscall entry as observed in the replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Entry {
+    nr: i64,
+    args: [u64; 6],
+    label: u64,
+}
+
+/// What the replay did at an event point.
+enum Observed {
+    Syscall(Entry),
+    Signal(NixSignal, u64),
+    Rdtsc { pc: u64, len: u8, rdtscp: bool },
+}
+
+struct Thread {
+    /// Recorded tid.
+    rec: Tid,
+    /// Replay tid.
+    tid: Pid,
+    at: At,
+    /// Registers at the current stop.
+    regs: Regs,
+    /// CLONE_CHILD_CLEARTID / set_tid_address address (0 if none).
+    clear_child_tid: u64,
+    /// Scheduling points since the last matched event.
+    steps: u64,
+    /// A signal sent to it by the program itself is pending.
+    signal_pending: bool,
+}
+
+/// What to do after handling a scheduling point.
+enum Step {
+    /// Keep running the current thread.
+    Stay,
+    /// Switch: to this thread, or to whichever the scheduler picks.
+    Switch(Option<usize>),
+    /// The replay is invalid.
+    Fail(Failure),
+    /// The process ended with this status.
+    End(ProcessEnd),
+}
+
+/// How the replayed process ended.
+#[derive(Debug, Clone, Copy)]
+enum ProcessEnd {
+    Exited(i32),
+    Killed(i32),
+}
+
+/// How a resumed thread came back.
+enum Advance {
+    /// It is at a scheduling point (its `at` says which).
+    Point,
+    /// The process ended.
+    End(ProcessEnd),
+    /// The watchdog stopped it.
+    Livelock(u64),
+}
+
+struct Session<'a> {
+    trace: &'a Trace,
+    opts: &'a ReplayOptions,
+    pid: Pid,
+    mem: Memory,
+    threads: Vec<Thread>,
+    by_rec: HashMap<Tid, usize>,
+    /// Index of the next log event to match.
+    pos: usize,
+    /// Synchronization operations so far (seed 000's sync_cnt).
+    sync_count: u64,
+    futexes: Queues,
+    /// Each recorded thread's event indices, ascending.
+    thread_events: HashMap<Tid, Vec<usize>>,
+    digest: Option<Digest>,
+    watchdog: Watchdog,
+    warned: HashSet<i64>,
+    /// The last signal delivered: (thread, pc), to check a fatal end.
+    last_delivery: Option<(Tid, u64)>,
+}
+
+/// Replays `trace` on one core and validates it against the log. Errors
+/// are weft's own problems (the program cannot be started, ptrace fails);
+/// an invalid replay is an [`Outcome::Invalid`].
+pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
+    let meta = &trace.meta;
+    let exe = executable(trace)?;
+    let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
+    let cwd = Path::new(OsStr::from_bytes(&meta.cwd));
+    let launch = Launch {
+        exe: cstr(exe.as_os_str().as_encoded_bytes())?,
+        argv: meta.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+        env: meta.env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
+        cwd: cwd.is_dir().then(|| cstr(&meta.cwd)).transpose()?,
+        filters: vec![],
+        one_cpu: true,
+        null_stdin: true,
+    };
+    let pid = tracee::launch(&launch)?;
+    let mem = Memory::open(pid)?;
+    let regs = ptrace::getregs(pid)?;
+    let random = tracee::patch_auxv(&mem, regs.rsp)?;
+    mem.write(random, &meta.at_random)?;
+    let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
+    for (i, e) in trace.events.iter().enumerate() {
+        thread_events.entry(e.tid).or_default().push(i);
+    }
+    let main = Thread {
+        rec: meta.pid,
+        tid: pid,
+        at: At::Ready,
+        regs,
+        clear_child_tid: 0,
+        steps: 0,
+        signal_pending: false,
+    };
+    let mut session = Session {
+        trace,
+        opts,
+        pid,
+        mem,
+        threads: vec![main],
+        by_rec: HashMap::from([(meta.pid, 0)]),
+        pos: 0,
+        sync_count: 0,
+        futexes: Queues::default(),
+        thread_events,
+        digest: opts.digest.then(Digest::default),
+        watchdog: Watchdog::start(opts.livelock_timeout),
+        warned: HashSet::new(),
+        last_delivery: None,
+    };
+    let outcome = session.run();
+    if outcome.is_err() || matches!(outcome, Ok(Outcome::Invalid(_))) {
+        session.kill();
+    }
+    if let Some(d) = &session.digest {
+        eprintln!("weft: digest {:016x} ({} scheduling points)", d.value(), d.points());
+    }
+    outcome
+}
+
+/// The executable to run: the recorded path when its contents are
+/// unchanged (so the initial stack is laid out exactly as recorded),
+/// else the trace's copy. The dynamic loader must be unchanged.
+fn executable(trace: &Trace) -> Result<PathBuf> {
+    let meta = &trace.meta;
+    let same = |original: &Path, copy: &Path| -> bool {
+        match (std::fs::read(original), std::fs::read(copy)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    };
+    let exe_file = meta.exec_files.first().ok_or_else(|| anyhow!("trace has no executable copy"))?;
+    let copy = trace.file_path(&exe_file.copy);
+    if !copy.is_file() {
+        bail!("{}: missing from the trace", copy.display());
+    }
+    for f in &meta.exec_files[1..] {
+        let path = Path::new(OsStr::from_bytes(&f.path));
+        if !same(path, &trace.file_path(&f.copy)) {
+            bail!("{} changed since the recording; weft cannot replay with a different dynamic loader", path.display());
+        }
+    }
+    let original = Path::new(OsStr::from_bytes(&meta.exe)).to_path_buf();
+    if same(&original, &copy) {
+        Ok(original)
+    } else {
+        eprintln!("weft: warning: {} changed since the recording; replaying the trace's copy", original.display());
+        Ok(copy)
+    }
+}
+
+impl Session<'_> {
+    fn run(&mut self) -> Result<Outcome> {
+        let mut cur = 0;
+        loop {
+            if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
+                match self.advance(cur)? {
+                    Advance::Point => {}
+                    Advance::End(end) => return self.finish(end),
+                    Advance::Livelock(pc) => {
+                        let seconds = self.opts.livelock_timeout.as_secs();
+                        return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
+                    }
+                }
+            }
+            self.threads[cur].steps += 1;
+            let step = self.step(cur)?;
+            match step {
+                Step::Stay => self.note(cur),
+                Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
+                    Ok(next) => {
+                        cur = next;
+                        self.note(cur);
+                    }
+                    Err(failure) => return Ok(Outcome::Invalid(failure)),
+                },
+                Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
+                Step::End(end) => return self.finish(end),
+            }
+        }
+    }
+
+    /// Resumes thread `i` until its next scheduling point. Syscalls that are
+    /// not scheduling points run (or, for rseq, fail) on the way.
+    fn advance(&mut self, i: usize) -> Result<Advance> {
+        loop {
+            let (tid, sig) = (self.threads[i].tid, match self.threads[i].at {
+                At::Deliver(s) => Some(s),
+                _ => None,
+            });
+            self.threads[i].at = At::Ready;
+            self.watchdog.arm(tid);
+            ptrace::syscall(tid, sig)?;
+            let status = waitpid(tid, Some(WaitPidFlag::__WALL));
+            let fired = self.watchdog.disarm();
+            match status? {
+                WaitStatus::PtraceSyscall(_) => {
+                    let regs = ptrace::getregs(tid)?;
+                    self.threads[i].regs = regs;
+                    if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
+                        continue;
+                    }
+                    let nr = regs.orig_rax as i64;
+                    match syscalls::class(nr) {
+                        Class::Execute if nr == libc::SYS_rseq => self.finish_syscall(i, -libc::ENOSYS as i64)?,
+                        Class::Execute if nr != libc::SYS_clone && nr != libc::SYS_clone3 => {}
+                        _ => {
+                            let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
+                            self.threads[i].at = At::Entry(entry);
+                            return Ok(Advance::Point);
+                        }
+                    }
+                }
+                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
+                    return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
+                }
+                WaitStatus::Stopped(_, sig) => {
+                    self.threads[i].regs = ptrace::getregs(tid)?;
+                    self.threads[i].at = At::Fault(sig);
+                    return Ok(Advance::Point);
+                }
+                // A thread only reaches its exit here when a signal kills
+                // the process (exits at scheduling points are handled there).
+                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                    let _ = ptrace::cont(tid, None);
+                    return Ok(Advance::End(self.drain()?));
+                }
+                other => bail!("unexpected stop of thread {tid}: {other:?}"),
+            }
+        }
+    }
+
+    /// Handles the scheduling point thread `i` is at.
+    fn step(&mut self, i: usize) -> Result<Step> {
+        match self.threads[i].at {
+            At::Entry(e) if e.nr == libc::SYS_futex => self.futex(i, e),
+            At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
+            At::Fault(sig) => {
+                let pc = self.threads[i].regs.rip;
+                let observed = match tracee::rdtsc_at(&self.mem, pc) {
+                    Some((len, rdtscp)) if sig == NixSignal::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
+                    _ => Observed::Signal(sig, pc),
+                };
+                self.event_point(i, observed)
+            }
+            At::Woken(result) => {
+                self.finish_syscall(i, result)?;
+                Ok(Step::Stay)
+            }
+            At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
+            At::Ready | At::Deliver(_) => Ok(Step::Stay),
+        }
+    }
+
+    /// A *pevnt* test then a check (seed 000 Fig. 8): run the event if it
+    /// is the log's next and belongs to this thread, else switch to the
+    /// thread the log names.
+    fn event_point(&mut self, i: usize, observed: Observed) -> Result<Step> {
+        let Some(expected) = self.trace.events.get(self.pos) else {
+            let why = match &self.trace.damage {
+                Some(d) => d.to_string(),
+                None => "the trace has no end event".to_string(),
+            };
+            return Ok(Step::Fail(Failure::IncompleteTrace { matched: self.pos as u64, why }));
+        };
+        let me = self.threads[i].rec;
+        if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
+            return Ok(Step::Switch(None));
+        }
+        if let Some(why) = self.mismatch(i, &observed, expected) {
+            let observed = format!("tid {me} @{:#x}  {}", self.label_of(&observed), why);
+            return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), expected: expected.to_string(), observed }));
+        }
+        self.pos += 1;
+        self.threads[i].steps = 0;
+        self.apply(i, observed, expected)
+    }
+
+    fn label_of(&self, observed: &Observed) -> u64 {
+        match observed {
+            Observed::Syscall(e) => e.label,
+            Observed::Signal(_, pc) | Observed::Rdtsc { pc, .. } => *pc,
+        }
+    }
+
+    /// Seed 000's checks (chkEvt, chkWrt): `None` when `observed` matches
+    /// the event, else a description of what the replay did.
+    fn mismatch(&self, i: usize, observed: &Observed, expected: &Event) -> Option<String> {
+        let label = self.label_of(observed);
+        let describe = || match observed {
+            Observed::Syscall(e) => {
+                let args: Vec<String> = e.args.iter().map(|a| format!("{a:#x}")).collect();
+                format!("{}({})", syscalls::name(e.nr), args.join(", "))
+            }
+            Observed::Signal(sig, _) => format!("signal {}", sig.as_str()),
+            Observed::Rdtsc { .. } => "rdtsc".to_string(),
+        };
+        if expected.label != label {
+            return Some(describe());
+        }
+        match (observed, &expected.kind) {
+            (Observed::Syscall(e), EventKind::Spawn { flags, .. }) => {
+                let same = matches!(e.nr, libc::SYS_clone | libc::SYS_clone3)
+                    && clone_flags(&self.mem, &self.threads[i].regs) == *flags;
+                (!same).then(describe)
+            }
+            (Observed::Syscall(e), EventKind::Syscall(s)) => {
+                if e.nr != s.nr || syscalls::key_args(e.nr).iter().any(|&k| e.args[k] != s.args[k]) {
+                    return Some(describe());
+                }
+                if let Some(k) = syscalls::path_arg(e.nr) {
+                    let path = self.mem.read_cstr(e.args[k]).unwrap_or_default();
+                    if Some(&path) != s.path.as_ref() {
+                        return Some(format!("{} with path {:?}", describe(), String::from_utf8_lossy(&path)));
+                    }
+                }
+                if let Some(want) = s.output_hash {
+                    let mut rd = |a: u64| self.mem.read_u64(a).ok();
+                    let ranges = syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd);
+                    if hash_ranges(&self.mem, &ranges) != want {
+                        return Some(format!("{} writing different bytes", describe()));
+                    }
+                }
+                None
+            }
+            (Observed::Signal(sig, _), EventKind::Signal(s)) => (*sig as i32 != s.signo).then(describe),
+            (Observed::Rdtsc { rdtscp, .. }, EventKind::Rdtsc { aux, .. }) => {
+                (*rdtscp != aux.is_some()).then(describe)
+            }
+            _ => Some(describe()),
+        }
+    }
+
+    /// Carries out a matched event.
+    fn apply(&mut self, i: usize, observed: Observed, expected: &Event) -> Result<Step> {
+        match (&observed, &expected.kind) {
+            (Observed::Syscall(e), EventKind::Spawn { child, .. }) => {
+                self.spawn(i, e, *child)?;
+                Ok(Step::Stay)
+            }
+            (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
+            (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
+                let t = &mut self.threads[i];
+                if !s.synchronous {
+                    if let Ok(info) = s.siginfo.as_slice().try_into() {
+                        let info: [u8; 128] = info;
+                        // SAFETY: siginfo_t is 128 bytes of plain data.
+                        let info: libc::siginfo_t = unsafe { std::mem::transmute(info) };
+                        ptrace::setsiginfo(t.tid, &info)?;
+                    }
+                }
+                t.signal_pending = false;
+                t.at = At::Deliver(*sig);
+                self.last_delivery = Some((t.rec, *pc));
+                Ok(Step::Stay)
+            }
+            (Observed::Rdtsc { len, .. }, EventKind::Rdtsc { tsc, aux, .. }) => {
+                let t = &mut self.threads[i];
+                t.regs.rax = tsc & 0xffff_ffff;
+                t.regs.rdx = tsc >> 32;
+                if let Some(a) = aux {
+                    t.regs.rcx = *a as u64;
+                }
+                t.regs.rip += *len as u64;
+                ptrace::setregs(t.tid, t.regs)?;
+                t.at = At::Ready;
+                Ok(Step::Stay)
+            }
+            _ => bail!("internal error: applying an unmatched event"),
+        }
+    }
+
+    /// Carries out a matched logged syscall, by class.
+    fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
+        match syscalls::class(e.nr) {
+            Class::Input | Class::Unsupported => {
+                if s.unsupported && self.warned.insert(e.nr) {
+                    eprintln!(
+                        "weft: warning: event {}: {} is unsupported; replaying its result only",
+                        self.pos - 1,
+                        syscalls::name(e.nr)
+                    );
+                }
+                self.finish_syscall(i, s.result)?;
+                for w in &s.writes {
+                    self.mem.write(w.addr, &w.data)?;
+                }
+            }
+            Class::Output => {
+                self.finish_syscall(i, s.result)?;
+                self.echo_output(e, s)?;
+            }
+            Class::MmapFile => return self.mmap_file(i, e, s),
+            Class::ExecuteLogged => {
+                self.threads[i].clear_child_tid = e.args[0];
+                self.execute(i)?;
+                self.set_result(i, s.result)?;
+            }
+            Class::Kill => self.kill_syscall(i, e, s)?,
+            Class::ThreadExit => return self.thread_exit(i),
+            Class::ExitGroup => {
+                let tid = self.threads[i].tid;
+                ptrace::syscall(tid, None)?;
+                return Ok(Step::End(self.drain()?));
+            }
+            Class::Execute | Class::Futex => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
+        }
+        Ok(Step::Stay)
+    }
+
+    /// The program's writes to stdout and stderr appear on ours.
+    fn echo_output(&self, e: &Entry, s: &Syscall) -> Result<()> {
+        if !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
+            return Ok(());
+        }
+        let mut rd = |a: u64| self.mem.read_u64(a).ok();
+        let mut bytes = Vec::new();
+        for (addr, len) in syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd) {
+            bytes.extend(self.mem.read(addr, len as usize)?);
+        }
+        // A closed stdout (EPIPE) must not end the replay.
+        let _ = if s.args[0] == 1 {
+            std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush())
+        } else {
+            std::io::stderr().lock().write_all(&bytes)
+        };
+        Ok(())
+    }
+
+    /// A file-backed mmap: anonymous memory at the recorded address, filled
+    /// from the trace's copy of the file.
+    fn mmap_file(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
+        let Some(file) = s.file.as_ref().filter(|_| s.result >= 0) else {
+            self.finish_syscall(i, s.result)?;
+            return Ok(Step::Stay);
+        };
+        let addr = s.result as u64;
+        let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
+        let t = &mut self.threads[i];
+        t.regs.rdi = addr;
+        t.regs.r10 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed) as u64;
+        t.regs.r8 = u64::MAX;
+        t.regs.r9 = 0;
+        ptrace::setregs(t.tid, t.regs)?;
+        let got = self.execute(i)?.rax as i64;
+        if got != s.result {
+            let at = self.position(i);
+            return Ok(Step::Fail(Failure::Unmatched {
+                at,
+                expected: format!("mmap of {} at {addr:#x}", String::from_utf8_lossy(&file.path)),
+                observed: format!("the address range is not free in the replay (mmap returned {got})"),
+            }));
+        }
+        let path = self.trace.file_path(&file.copy);
+        let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        let start = (e.args[5] as usize).min(data.len());
+        let end = (start + e.args[1] as usize).min(data.len());
+        self.mem.write(addr, &data[start..end])?;
+        Ok(Step::Stay)
+    }
+
+    /// kill/tkill/tgkill: executed, with recorded ids translated, when the
+    /// program signals itself; emulated otherwise.
+    fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
+        let own = |id: u64| id as i32 == self.trace.meta.pid || self.by_rec.contains_key(&(id as i32));
+        let target = match e.nr {
+            libc::SYS_tgkill if own(e.args[0]) => self.by_rec.get(&(e.args[1] as i32)).copied(),
+            libc::SYS_tkill => self.by_rec.get(&(e.args[0] as i32)).copied(),
+            libc::SYS_kill if e.args[0] as i32 == self.trace.meta.pid => Some(0),
+            _ => None,
+        };
+        let Some(target) = target else {
+            return self.finish_syscall(i, s.result);
+        };
+        let replay_tid = self.threads[target].tid.as_raw() as u64;
+        let t = &mut self.threads[i];
+        match e.nr {
+            libc::SYS_tgkill => {
+                t.regs.rdi = self.pid.as_raw() as u64;
+                t.regs.rsi = replay_tid;
+            }
+            libc::SYS_tkill => t.regs.rdi = replay_tid,
+            _ => t.regs.rdi = self.pid.as_raw() as u64,
+        }
+        ptrace::setregs(t.tid, t.regs)?;
+        self.execute(i)?;
+        self.threads[target].signal_pending = true;
+        self.set_result(i, s.result)
+    }
+
+    /// A thread's `exit`: clear its CLONE_CHILD_CLEARTID word and wake its
+    /// joiners (the kernel's futex wake reaches no emulated waiter), then
+    /// let it go.
+    fn thread_exit(&mut self, i: usize) -> Result<Step> {
+        let ctid = self.threads[i].clear_child_tid;
+        if ctid != 0 {
+            self.mem.write(ctid, &0u32.to_le_bytes())?;
+            for w in self.futexes.wake(ctid, u32::MAX, u32::MAX) {
+                self.threads[w].at = At::Woken(0);
+            }
+        }
+        let tid = self.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
+                let _ = ptrace::cont(tid, None);
+            }
+            WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {}
+            other => bail!("thread {tid} did not exit: {other:?}"),
+        }
+        self.threads[i].at = At::Exited;
+        if self.threads.iter().all(|t| t.at == At::Exited) {
+            return Ok(Step::End(self.drain()?));
+        }
+        Ok(Step::Switch(None))
+    }
+
+    /// Executes a clone the log says spawned `rec_child`, and gives the
+    /// program the recorded tid everywhere the kernel put the new one.
+    fn spawn(&mut self, i: usize, e: &Entry, rec_child: Tid) -> Result<()> {
+        let flags = clone_flags(&self.mem, &self.threads[i].regs) as i32;
+        let (ptid, ctid) = if e.nr == libc::SYS_clone3 {
+            (self.mem.read_u64(e.args[0] + 24)?, self.mem.read_u64(e.args[0] + 16)?)
+        } else {
+            (e.args[2], e.args[3])
+        };
+        let tid = self.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        let child = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE) => Pid::from_raw(ptrace::getevent(tid)? as i32),
+            other => bail!("clone did not create a thread: {other:?}"),
+        };
+        self.execute(i)?;
+        self.set_result(i, rec_child as i64)?;
+        let rec = (rec_child as u32).to_le_bytes();
+        if flags & libc::CLONE_PARENT_SETTID != 0 {
+            self.mem.write(ptid, &rec)?;
+        }
+        if flags & libc::CLONE_CHILD_SETTID != 0 {
+            self.mem.write(ctid, &rec)?;
+        }
+        match waitpid(child, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::Stopped(_, NixSignal::SIGSTOP) => {}
+            other => bail!("new thread {child} did not stop: {other:?}"),
+        }
+        self.by_rec.insert(rec_child, self.threads.len());
+        self.threads.push(Thread {
+            rec: rec_child,
+            tid: child,
+            at: At::Ready,
+            regs: ptrace::getregs(child)?,
+            clear_child_tid: if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
+            steps: 0,
+            signal_pending: false,
+        });
+        Ok(())
+    }
+
+    /// An emulated futex call; wakes and completed waits are *psync*
+    /// points (seed 000 Fig. 8, P-SYNC-PRMPT / P-SYNC-NOPRMPT).
+    fn futex(&mut self, i: usize, e: Entry) -> Result<Step> {
+        let mut words = MemWords(&self.mem);
+        match self.futexes.call(i, &e.args, &mut words) {
+            futex::Action::Block(wait) => {
+                self.threads[i].at = At::Blocked(wait);
+                Ok(Step::Switch(None))
+            }
+            futex::Action::Return(result, woken) => {
+                for w in woken {
+                    self.threads[w].at = At::Woken(0);
+                }
+                self.finish_syscall(i, result)?;
+                Ok(self.sync_point(i))
+            }
+            futex::Action::Unsupported(op) => {
+                bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")
+            }
+        }
+    }
+
+    /// A synchronization point: preempt as the schedule says, else switch
+    /// to the thread of the log's next event when it can run.
+    fn sync_point(&mut self, i: usize) -> Step {
+        self.sync_count += 1;
+        let to = match self.opts.schedule.preemption_at(self.sync_count) {
+            Some(rec) => self.by_rec.get(&rec).copied(),
+            None => self.next_owner(),
+        };
+        match to {
+            Some(j) if j != i && self.runnable(j) => Step::Switch(Some(j)),
+            _ => Step::Stay,
+        }
+    }
+
+    /// The thread to run when the current one cannot: the owner of the
+    /// log's next event if it can run; else the free thread whose next
+    /// event comes first in the log (seed 000's deterministic next thread);
+    /// else a timed futex wait times out; else a deadlock.
+    fn pick(&mut self) -> std::result::Result<usize, Failure> {
+        if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
+            return Ok(j);
+        }
+        let order = |s: &Self, j: usize| (s.next_event_of(s.threads[j].rec), j);
+        let free = (0..self.threads.len())
+            .filter(|&j| matches!(self.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_)))
+            .min_by_key(|&j| order(self, j));
+        if let Some(j) = free {
+            return Ok(j);
+        }
+        let timed = (0..self.threads.len())
+            .filter(|&j| matches!(self.threads[j].at, At::Blocked(Wait { timed: true, .. })))
+            .min_by_key(|&j| order(self, j));
+        if let Some(j) = timed {
+            self.futexes.cancel(j);
+            self.threads[j].at = At::Woken(-libc::ETIMEDOUT as i64);
+            return Ok(j);
+        }
+        let expected = self.trace.events.get(self.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
+        let threads = self.threads.iter().map(|t| self.describe_thread(t)).collect();
+        Err(Failure::Deadlock { at: self.position(0), expected, threads })
+    }
+
+    fn describe_thread(&self, t: &Thread) -> String {
+        let state = match t.at {
+            At::Ready | At::Deliver(_) | At::Woken(_) => "runnable".to_string(),
+            At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
+            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
+            At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
+            At::Exited => "exited".to_string(),
+        };
+        format!("thread {} (pc {:#x}): {state}", t.rec, t.regs.rip)
+    }
+
+    /// The thread the log's next event belongs to, if it exists.
+    fn next_owner(&self) -> Option<usize> {
+        let e = self.trace.events.get(self.pos)?;
+        self.by_rec.get(&e.tid).copied()
+    }
+
+    /// Index of thread `rec`'s next event at or after the current one.
+    fn next_event_of(&self, rec: Tid) -> usize {
+        let Some(list) = self.thread_events.get(&rec) else { return usize::MAX };
+        let k = list.partition_point(|&e| e < self.pos);
+        list.get(k).copied().unwrap_or(usize::MAX)
+    }
+
+    fn runnable(&self, j: usize) -> bool {
+        !matches!(self.threads[j].at, At::Blocked(_) | At::Exited)
+    }
+
+    fn position(&self, i: usize) -> Position {
+        Position { event: self.pos as u64, tid: self.threads[i].rec, steps: self.threads[i].steps }
+    }
+
+    /// Records a scheduling decision in the digest.
+    fn note(&mut self, cur: usize) {
+        let Some(d) = self.digest.as_mut() else { return };
+        let point = d.add(self.pos as u64, self.threads[cur].rec, self.threads.iter().map(|t| (t.rec, &t.regs)));
+        eprintln!("weft-digest {} event {} thread {} {:016x}", d.points(), self.pos, self.threads[cur].rec, point);
+    }
+
+    /// Skips the syscall thread `i` is entering and makes it return `result`.
+    fn finish_syscall(&mut self, i: usize, result: i64) -> Result<()> {
+        let t = &mut self.threads[i];
+        t.regs.orig_rax = u64::MAX;
+        ptrace::setregs(t.tid, t.regs)?;
+        self.execute(i)?;
+        self.set_result(i, result)
+    }
+
+    /// Runs the syscall thread `i` is entering to its exit stop.
+    fn execute(&mut self, i: usize) -> Result<Regs> {
+        let tid = self.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => {}
+            other => bail!("thread {tid} did not complete its syscall: {other:?}"),
+        }
+        let regs = ptrace::getregs(tid)?;
+        self.threads[i].regs = regs;
+        self.threads[i].at = At::Ready;
+        Ok(regs)
+    }
+
+    fn set_result(&mut self, i: usize, result: i64) -> Result<()> {
+        let t = &mut self.threads[i];
+        t.regs.rax = result as u64;
+        ptrace::setregs(t.tid, t.regs)?;
+        Ok(())
+    }
+
+    /// Lets every remaining thread die and returns how the process ended.
+    fn drain(&mut self) -> Result<ProcessEnd> {
+        let mut end = None;
+        loop {
+            match waitpid(None, Some(WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == self.pid => end = Some(ProcessEnd::Exited(code)),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == self.pid => end = Some(ProcessEnd::Killed(sig as i32)),
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {}
+                Ok(status) => {
+                    if let Some(pid) = status.pid() {
+                        let _ = ptrace::cont(pid, None);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for t in &mut self.threads {
+            t.at = At::Exited;
+        }
+        end.ok_or_else(|| anyhow!("the replayed process vanished without an exit status"))
+    }
+
+    /// Compares how the replay ended with the log's end event.
+    fn finish(&mut self, end: ProcessEnd) -> Result<Outcome> {
+        let observed = match end {
+            ProcessEnd::Exited(code) => format!("exited with status {code}"),
+            ProcessEnd::Killed(signo) => {
+                let (tid, pc) = self.last_delivery.unwrap_or_default();
+                format!("killed by {} in thread {tid} at pc {pc:#x}", signal_name(signo))
+            }
+        };
+        let Some(expected) = self.trace.events.get(self.pos) else {
+            let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
+            return Ok(Outcome::Invalid(Failure::IncompleteTrace { matched: self.pos as u64, why }));
+        };
+        let EventKind::End(recorded) = &expected.kind else {
+            return Ok(Outcome::Invalid(Failure::WrongEnd {
+                expected: format!("event #{} {expected}", self.pos),
+                observed: format!("the program {observed}"),
+            }));
+        };
+        let same = match (recorded, end) {
+            (End::Exited(a), ProcessEnd::Exited(b)) => *a == b,
+            (End::Killed { signo, tid, pc, .. }, ProcessEnd::Killed(s)) => {
+                *signo == s && self.last_delivery == Some((*tid, *pc))
+            }
+            _ => false,
+        };
+        if !same {
+            return Ok(Outcome::Invalid(Failure::WrongEnd { expected: recorded.to_string(), observed }));
+        }
+        Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 })
+    }
+
+    /// Ends the replayed process after a failure.
+    fn kill(&mut self) {
+        let _ = nix::sys::signal::kill(self.pid, NixSignal::SIGKILL);
+        let _ = self.drain();
+    }
+}
+
+/// Futex words in tracee memory.
+struct MemWords<'a>(&'a Memory);
+
+impl futex::Words for MemWords<'_> {
+    fn read_u32(&mut self, addr: u64) -> Option<u32> {
+        let b = self.0.read(addr, 4).ok()?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+    fn write_u32(&mut self, addr: u64, value: u32) -> Option<()> {
+        self.0.write(addr, &value.to_le_bytes()).ok()
+    }
+}
