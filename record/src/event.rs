@@ -19,6 +19,9 @@ pub struct Meta {
     pub env: Vec<Vec<u8>>,
     /// The working directory it ran in.
     pub cwd: Vec<u8>,
+    /// The path passed to execve, as given (it is on the initial stack, as
+    /// AT_EXECFN, so a replay passes the very same string).
+    pub exec_path: Vec<u8>,
     /// Absolute path of the executable that was exec'd.
     pub exe: Vec<u8>,
     /// The 16 bytes the kernel put at `AT_RANDOM` (stack protector and

@@ -79,7 +79,8 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
         arch,
     )
     .map_err(|e| anyhow!("{e:?}"))?;
-    Ok(vec![trace.try_into().map_err(|e| anyhow!("{e:?}"))?, rseq.try_into().map_err(|e| anyhow!("{e:?}"))?])
+    // rseq's filter goes first so that installing the second is not trapped.
+    Ok(vec![rseq.try_into().map_err(|e| anyhow!("{e:?}"))?, trace.try_into().map_err(|e| anyhow!("{e:?}"))?])
 }
 
 /// A syscall seen at entry, waiting for its exit.
@@ -112,6 +113,11 @@ struct Recorder {
     /// Forked child processes: not recorded, run without logging.
     foreign: HashSet<Pid>,
     deliveries: HashMap<i32, Delivery>,
+    /// Output syscalls in flight, by fd: at most one per fd, so that the
+    /// log orders writes to one file as the kernel performed them.
+    writing: HashMap<u64, Pid>,
+    /// Output syscalls held at entry until their fd is free, oldest first.
+    held: Vec<(u64, Pid)>,
     warned: HashSet<i64>,
     events: u64,
     end: Option<End>,
@@ -156,6 +162,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         argv: opts.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
         env,
         cwd: std::env::current_dir()?.into_os_string().into_vec(),
+        exec_path: opts.program.as_os_str().as_bytes().to_vec(),
         exe: exe.into_os_string().into_vec(),
         at_random,
         pid: pid.as_raw(),
@@ -171,6 +178,8 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         early: HashSet::new(),
         foreign: HashSet::new(),
         deliveries: HashMap::new(),
+        writing: HashMap::new(),
+        held: Vec::new(),
         warned: HashSet::new(),
         events: 0,
         end: None,
@@ -255,18 +264,40 @@ impl Recorder {
                 self.trace.flush()?;
                 resume(pid, None)
             }
-            _ => {
+            class => {
                 let path = syscalls::path_arg(nr).and_then(|i| self.mem.read_cstr(args[i]).ok());
                 self.threads.insert(pid, Some(Entry { nr, args, label, path }));
+                if class == Class::Output {
+                    let fd = args[0];
+                    if self.writing.contains_key(&fd) {
+                        self.held.push((fd, pid));
+                        return Ok(());
+                    }
+                    self.writing.insert(fd, pid);
+                }
                 ptrace::syscall(pid, None).or_else(ignore_esrch)
             }
         }
+    }
+
+    /// An output syscall on `fd` finished: let the next held one go.
+    fn release_fd(&mut self, fd: u64) -> Result<()> {
+        self.writing.remove(&fd);
+        if let Some(k) = self.held.iter().position(|&(f, _)| f == fd) {
+            let (_, pid) = self.held.remove(k);
+            self.writing.insert(fd, pid);
+            ptrace::syscall(pid, None).or_else(ignore_esrch)?;
+        }
+        Ok(())
     }
 
     fn on_syscall_exit(&mut self, pid: Pid) -> Result<()> {
         let Some(entry) = self.threads.get_mut(&pid).and_then(Option::take) else {
             return resume(pid, None);
         };
+        if syscalls::class(entry.nr) == Class::Output {
+            self.release_fd(entry.args[0])?;
+        }
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
         let result = regs.rax as i64;
         // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK:

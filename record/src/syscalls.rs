@@ -68,6 +68,16 @@ pub fn class(nr: i64) -> Class {
     }
 }
 
+/// The class of a call to `nr` with `args`: like [`class`], except that an
+/// anonymous mmap, which the recording filter lets through, is executed.
+pub fn classify(nr: i64, args: &[u64; 6]) -> Class {
+    if nr == c::SYS_mmap && args[3] & c::MAP_ANONYMOUS as u64 != 0 {
+        Class::Execute
+    } else {
+        class(nr)
+    }
+}
+
 /// Syscalls whose effects the replayer can reproduce from the log: their
 /// out-buffers are described by [`out_buffers`] (or they have none).
 fn is_known_input(nr: i64) -> bool {

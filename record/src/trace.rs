@@ -295,6 +295,7 @@ mod tests {
             argv: vec![b"prog".to_vec()],
             env: vec![],
             cwd: b"/".to_vec(),
+            exec_path: b"prog".to_vec(),
             exe: b"/bin/prog".to_vec(),
             at_random: [7; 16],
             pid: 100,

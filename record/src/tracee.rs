@@ -110,8 +110,14 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
     }
     ptrace::setoptions(pid, ptrace_options()).context("PTRACE_SETOPTIONS")?;
     ptrace::cont(pid, None)?;
-    match waitpid(pid, Some(WaitPidFlag::__WALL))? {
-        WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => Ok(pid),
+    loop {
+        return match waitpid(pid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => Ok(pid),
+            // execve itself traps to the recorder's filter.
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => {
+                ptrace::cont(pid, None)?;
+                continue;
+            }
         WaitStatus::Exited(_, 126) => bail!("cannot change to the recorded working directory"),
         WaitStatus::Exited(_, 125) => bail!("cannot install the seccomp filter"),
         WaitStatus::Exited(_, _) => bail!(
@@ -119,7 +125,8 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
             spec.exe.to_string_lossy(),
             "exec failed (not an executable, or missing interpreter)"
         ),
-        other => bail!("unexpected stop before exec: {other:?}"),
+            other => bail!("unexpected stop before exec: {other:?}"),
+        };
     }
 }
 

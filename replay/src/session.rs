@@ -249,9 +249,9 @@ fn executable(trace: &Trace) -> Result<PathBuf> {
             bail!("{} changed since the recording; weft cannot replay with a different dynamic loader", path.display());
         }
     }
-    let original = Path::new(OsStr::from_bytes(&meta.exe)).to_path_buf();
-    if same(&original, &copy) {
-        Ok(original)
+    let original = Path::new(OsStr::from_bytes(&meta.exe));
+    if same(original, &copy) {
+        Ok(PathBuf::from(OsStr::from_bytes(&meta.exec_path)))
     } else {
         eprintln!("weft: warning: {} changed since the recording; replaying the trace's copy", original.display());
         Ok(copy)
@@ -310,7 +310,7 @@ impl Session<'_> {
                         continue;
                     }
                     let nr = regs.orig_rax as i64;
-                    match syscalls::class(nr) {
+                    match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Execute if nr == libc::SYS_rseq => self.finish_syscall(i, -libc::ENOSYS as i64)?,
                         Class::Execute if nr != libc::SYS_clone && nr != libc::SYS_clone3 => {}
                         _ => {
