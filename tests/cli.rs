@@ -1,0 +1,102 @@
+//! The command line as a user meets it: bad input, dump, ls, the default
+//! trace location, and traces cut short.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+
+#[test]
+fn missing_program_is_a_clear_error() {
+    let out = weft().args(["record", "--", "/no/such/program"]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err(&out).contains("/no/such/program: no such file"), "{}", err(&out));
+    let out = weft().args(["record", "no-such-command-weft"]).output().unwrap();
+    assert!(err(&out).contains("command not found"), "{}", err(&out));
+}
+
+#[test]
+fn a_directory_that_is_not_a_trace() {
+    let dir = scratch().join("not-a-trace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = replay(&dir, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err(&out).contains("not a weft trace"), "{}", err(&out));
+    std::fs::write(dir.join("events"), b"garbage garbage").unwrap();
+    let out = weft().arg("dump").arg(&dir).output().unwrap();
+    assert!(err(&out).contains("bad magic"), "{}", err(&out));
+}
+
+/// A trace cut at every few bytes reads up to its last complete record,
+/// then says where it stops; replay reports it as incomplete, never panics.
+#[test]
+fn truncated_and_corrupt_traces() {
+    let trace = trace_dir("cut");
+    let rec = record(&trace, &[program("pipe").to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    let events = trace.join("events");
+    let whole = std::fs::read(&events).unwrap();
+    for cut in [whole.len() / 2, whole.len() - 1] {
+        std::fs::write(&events, &whole[..cut]).unwrap();
+        let dump = weft().arg("dump").arg(&trace).output().unwrap();
+        assert_eq!(dump.status.code(), Some(1));
+        assert!(err(&dump).contains("truncated at offset"), "{}", err(&dump));
+        assert!(String::from_utf8_lossy(&dump.stdout).contains("#0 "), "prefix still readable");
+        let rep = replay(&trace, &[]);
+        assert_eq!(rep.status.code(), Some(2), "{}", err(&rep));
+        assert!(err(&rep).contains("incomplete") && err(&rep).contains("truncated"), "{}", err(&rep));
+    }
+    let mut bad = whole.clone();
+    let n = bad.len();
+    bad[n / 2] ^= 0x55;
+    std::fs::write(&events, &bad).unwrap();
+    let dump = weft().arg("dump").arg(&trace).output().unwrap();
+    assert!(err(&dump).contains("corrupt record at offset"), "{}", err(&dump));
+}
+
+/// SIGKILL the recorder mid-run: the trace reads cleanly up to its last
+/// complete record.
+#[test]
+fn killed_recorder_leaves_a_readable_trace() {
+    let trace = trace_dir("killed");
+    let mut child = weft()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--", "sh", "-c", "while :; do date; done"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let dump = weft().args(["dump", "--json"]).arg(&trace).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.lines().count() > 5, "{text}");
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("every dumped line is JSON");
+    }
+    let rep = replay(&trace, &[]);
+    assert_ne!(rep.status.code(), Some(0));
+    assert!(!err(&rep).contains("panicked"), "{}", err(&rep));
+}
+
+#[test]
+fn default_location_latest_trace_and_ls() {
+    let prog = program("exitcode");
+    let rec = weft().args(["record"]).arg(&prog).output().unwrap();
+    assert_eq!(rec.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "hello\n", "stdout is the program's alone");
+    let dir = scratch().join("xdg/weft/exitcode-0");
+    assert!(dir.join("events").is_file(), "{}", err(&rec));
+    assert!(err(&rec).contains(dir.to_str().unwrap()), "trace dir printed on stderr");
+    assert_eq!(std::fs::canonicalize(scratch().join("xdg/weft/latest-trace")).unwrap(), dir);
+    let rep = weft().args(["replay", "-a"]).output().unwrap();
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert_eq!(String::from_utf8_lossy(&rep.stdout), "hello\n");
+    let ls = weft().arg("ls").output().unwrap();
+    assert!(String::from_utf8_lossy(&ls.stdout).contains("exitcode-0"));
+    let dump = weft().arg("dump").output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("exit_group(0x3") && text.contains("end: exited with status 3"), "{text}");
+}

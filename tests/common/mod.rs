@@ -1,0 +1,129 @@
+//! Shared helpers for the end-to-end tests: build the C programs in
+//! tests/c with the system cc, and run the real `weft` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The weft binary under test.
+pub fn weft() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    c.env("XDG_DATA_HOME", scratch().join("xdg"));
+    c
+}
+
+/// A scratch directory shared by the tests of one binary.
+pub fn scratch() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+}
+
+/// Compiles tests/c/NAME.c (once) and returns the binary's path.
+pub fn program(name: &str) -> PathBuf {
+    let out = scratch().join("bin").join(name);
+    if !out.exists() {
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        let st = Command::new("cc")
+            .args(["-O1", "-g", "-pthread", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .expect("run cc");
+        assert!(st.success(), "cc failed for {name}");
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    out
+}
+
+/// A fresh, not yet existing trace directory path.
+pub fn trace_dir(name: &str) -> PathBuf {
+    let d = scratch().join("traces").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.parent().unwrap()).unwrap();
+    d
+}
+
+/// Runs `weft record -o TRACE -- argv...` with `stdin` as its stdin.
+pub fn record(trace: &Path, argv: &[&str], stdin: Stdio) -> Output {
+    weft()
+        .arg("record")
+        .arg("-o")
+        .arg(trace)
+        .arg("--")
+        .args(argv)
+        .stdin(stdin)
+        .output()
+        .expect("run weft record")
+}
+
+/// Runs `weft replay -a [extra...] TRACE`.
+pub fn replay(trace: &Path, extra: &[&str]) -> Output {
+    weft().args(["replay", "-a"]).args(extra).arg(trace).output().expect("run weft replay")
+}
+
+/// stderr as text.
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Records `argv`, replays it, and checks that the replay is valid and
+/// prints exactly what the recorded run printed. Returns both outputs.
+pub fn record_and_replay(name: &str, argv: &[&str], stdin: Stdio) -> (Output, Output) {
+    let trace = trace_dir(name);
+    let rec = record(&trace, argv, stdin);
+    assert!(err(&rec).contains("weft: recorded"), "record failed: {}", err(&rec));
+    let rep = replay(&trace, &[]);
+    assert_eq!(rep.status.code(), Some(0), "replay of {name} invalid: {}", err(&rep));
+    assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
+    assert_eq!(
+        String::from_utf8_lossy(&rep.stdout),
+        String::from_utf8_lossy(&rec.stdout),
+        "replayed stdout differs from the recorded run"
+    );
+    (rec, rep)
+}
+
+/// Makes sure a Debian program is installed (installing its package with
+/// apt-get when it is missing) and returns its path.
+pub fn debian_program(bin: &str, package: &str) -> PathBuf {
+    let path = PathBuf::from("/usr/bin").join(bin);
+    if !path.exists() {
+        let ok = Command::new("apt-get")
+            .args(["install", "-y", "-qq", package])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            let _ = Command::new("apt-get").arg("update").status();
+            let st = Command::new("apt-get").args(["install", "-y", "-qq", package]).status().expect("apt-get");
+            assert!(st.success(), "cannot install {package}");
+        }
+    }
+    path
+}
+
+/// A file of `mb` megabytes of compressible text (deterministic).
+pub fn text_file(name: &str, mb: usize) -> PathBuf {
+    let path = scratch().join(name);
+    if !path.exists() {
+        let mut s = String::with_capacity(mb << 20);
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"];
+        while s.len() < mb << 20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.push_str(words[(x % 10) as usize]);
+            s.push(if x % 7 == 0 { '\n' } else { ' ' });
+            s.push_str(&format!("{}", x % 1000));
+            s.push('\n');
+        }
+        std::fs::write(&path, s).unwrap();
+    }
+    path
+}

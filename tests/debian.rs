@@ -1,0 +1,34 @@
+//! Real Debian programs, recorded on all cores and replayed on one: each
+//! replay must be valid and print byte-identical output. The programs are
+//! installed with apt-get when missing.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+
+fn check(name: &str, bin: &str, package: &str, args: &[&str]) {
+    let prog = debian_program(bin, package);
+    let mut argv = vec![prog.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let (rec, _) = record_and_replay(name, &argv, Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    assert!(rec.stdout.len() > 1000, "the program produced its output");
+}
+
+#[test]
+fn pbzip2_two_threads() {
+    let input = text_file("pbzip2-input.txt", 6);
+    check("pbzip2", "pbzip2", "pbzip2", &["-p2", "-c", input.to_str().unwrap()]);
+}
+
+#[test]
+fn xz_two_threads() {
+    let input = text_file("xz-input.txt", 6);
+    check("xz", "xz", "xz-utils", &["-T2", "-c", input.to_str().unwrap()]);
+}
+
+#[test]
+fn sort_parallel() {
+    let input = text_file("sort-input.txt", 4);
+    check("sort", "sort", "coreutils", &["--parallel=2", "-S", "64M", input.to_str().unwrap()]);
+}

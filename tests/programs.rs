@@ -1,0 +1,127 @@
+//! Record and replay the C programs in tests/c: each replay must be valid
+//! (every logged event met, same end) and print what the recorded run did.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+
+fn simple(name: &str) -> (std::process::Output, std::process::Output) {
+    let prog = program(name);
+    record_and_replay(name, &[prog.to_str().unwrap()], Stdio::null())
+}
+
+#[test]
+fn mutex_condvar_producer_consumer() {
+    let (rec, _) = simple("prodcons");
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "sum=500500\n");
+}
+
+#[test]
+fn barrier() {
+    let (rec, _) = simple("barrier");
+    assert!(String::from_utf8_lossy(&rec.stdout).contains("round 4 total=30"));
+}
+
+#[test]
+fn thread_that_segfaults() {
+    let (rec, rep) = simple("segv");
+    assert_eq!(rec.status.code(), Some(128 + 11), "weft record exits like the program");
+    assert!(err(&rep).contains("killed by SIGSEGV in thread"), "{}", err(&rep));
+}
+
+#[test]
+fn abort_from_main() {
+    let (rec, rep) = simple("abort");
+    assert_eq!(rec.status.code(), Some(128 + 6));
+    assert!(err(&rep).contains("killed by SIGABRT"), "{}", err(&rep));
+}
+
+#[test]
+fn exit_status_is_the_programs() {
+    let (rec, rep) = simple("exitcode");
+    assert_eq!(rec.status.code(), Some(3));
+    assert!(err(&rep).contains("exited with status 3"), "{}", err(&rep));
+}
+
+#[test]
+fn reading_a_file() {
+    let prog = program("readfile");
+    let (rec, _) = record_and_replay("readfile", &[prog.to_str().unwrap(), "/etc/passwd"], Stdio::null());
+    assert!(String::from_utf8_lossy(&rec.stdout).starts_with("bytes="));
+}
+
+#[test]
+fn reading_stdin() {
+    let input = scratch().join("stdin.txt");
+    std::fs::write(&input, "one\ntwo\nthree\n").unwrap();
+    let prog = program("stdin");
+    let (rec, _) = record_and_replay(
+        "stdin",
+        &[prog.to_str().unwrap()],
+        Stdio::from(std::fs::File::open(&input).unwrap()),
+    );
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "lines=3 bytes=14\n");
+}
+
+#[test]
+fn pipe_between_threads() {
+    simple("pipe");
+}
+
+#[test]
+fn loopback_socket() {
+    let (rec, _) = simple("socket");
+    assert!(String::from_utf8_lossy(&rec.stdout).contains("received=70"));
+}
+
+#[test]
+fn time_calls_replay_recorded_values() {
+    simple("time");
+}
+
+#[test]
+fn getrandom_replays_recorded_bytes() {
+    simple("getrandom");
+}
+
+#[test]
+fn rdtsc_is_trapped_and_replayed() {
+    let (_, _) = simple("rdtsc");
+    let trace = trace_dir("rdtsc-dump");
+    record(&trace, &[program("rdtsc").to_str().unwrap()], Stdio::null());
+    let dump = weft().args(["dump"]).arg(&trace).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("rdtsc = ") && text.contains("rdtscp = "), "{text}");
+}
+
+#[test]
+fn timed_condvar_wait() {
+    let (rec, _) = simple("timedwait");
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "timedout=1\nworker done\n");
+}
+
+#[test]
+fn pthread_exit_from_main_while_workers_run() {
+    simple("mainexit");
+}
+
+#[test]
+fn seed_000_figure_1_passing_form() {
+    let (rec, _) = simple("fig1");
+    assert!(String::from_utf8_lossy(&rec.stdout).contains("req_cnt=40 buf_len=1020"));
+}
+
+#[test]
+fn digest_is_identical_across_replays() {
+    let trace = trace_dir("digest");
+    record(&trace, &[program("prodcons").to_str().unwrap()], Stdio::null());
+    let digest = |o: &std::process::Output| -> Vec<String> {
+        err(o).lines().filter(|l| l.starts_with("weft-digest") || l.starts_with("weft: digest")).map(String::from).collect()
+    };
+    let a = replay(&trace, &["--digest"]);
+    let b = replay(&trace, &["--digest"]);
+    assert_eq!(a.status.code(), Some(0), "{}", err(&a));
+    let (da, db) = (digest(&a), digest(&b));
+    assert!(da.len() > 10, "too few digest lines: {da:?}");
+    assert_eq!(da, db);
+}
