@@ -70,6 +70,7 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     )
     .map_err(|e| anyhow!("{e:?}"))?;
     allow.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![anonymous]).map_err(|e| anyhow!("{e:?}"))?]);
+    allow.insert(libc::SYS_futex, untimed_futex_rules()?);
     let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
         .map_err(|e| anyhow!("{e:?}"))?;
     let rseq = SeccompFilter::new(
@@ -81,6 +82,19 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     .map_err(|e| anyhow!("{e:?}"))?;
     // rseq's filter goes first so that installing the second is not trapped.
     Ok(vec![rseq.try_into().map_err(|e| anyhow!("{e:?}"))?, trace.try_into().map_err(|e| anyhow!("{e:?}"))?])
+}
+
+/// futex calls the filter lets through: every one without a timeout, and
+/// every operation that is not a wait ([`syscalls::is_logged_futex`]).
+fn untimed_futex_rules() -> Result<Vec<SeccompRule>> {
+    let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
+    let rule = |c| SeccompRule::new(vec![c]).map_err(|e| anyhow!("{e:?}"));
+    let mut rules = vec![rule(cond(3, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, 0)?)?];
+    for op in (0..=13).filter(|op| !syscalls::FUTEX_WAIT_OPS.contains(op)) {
+        let masked = SeccompCmpOp::MaskedEq(syscalls::FUTEX_CMD_MASK);
+        rules.push(rule(cond(1, SeccompCmpArgLen::Dword, masked, op)?)?);
+    }
+    Ok(rules)
 }
 
 /// A syscall seen at entry, waiting for its exit.
@@ -320,9 +334,9 @@ impl Recorder {
         match syscalls::class(e.nr) {
             Class::Input => {
                 for (addr, len) in syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64) {
-                    if let Ok(data) = mem.read(addr, len as usize) {
-                        s.writes.push(MemWrite { addr, data });
-                    }
+                    // An unreadable range is kept, empty, to keep the order.
+                    let data = mem.read(addr, len as usize).unwrap_or_default();
+                    s.writes.push(MemWrite { addr, data });
                 }
             }
             Class::Output => {

@@ -78,6 +78,18 @@ pub fn classify(nr: i64, args: &[u64; 6]) -> Class {
     }
 }
 
+/// futex(2) operation numbers (linux/futex.h): FUTEX_WAIT, FUTEX_WAIT_BITSET.
+pub const FUTEX_WAIT_OPS: [u64; 2] = [0, 9];
+/// Mask of the futex operation number (without PRIVATE and CLOCK_REALTIME).
+pub const FUTEX_CMD_MASK: u64 = 0x7f;
+
+/// Whether a futex call is logged: a wait with a timeout. Whether such a
+/// wait timed out depends on timing, which a replay cannot reproduce, so
+/// its result is logged; untimed futex calls are not (DESIGN.md).
+pub fn is_logged_futex(args: &[u64; 6]) -> bool {
+    FUTEX_WAIT_OPS.contains(&(args[1] & FUTEX_CMD_MASK)) && args[3] != 0
+}
+
 /// Syscalls whose effects the replayer can reproduce from the log: their
 /// out-buffers are described by [`out_buffers`] (or they have none).
 fn is_known_input(nr: i64) -> bool {
@@ -119,7 +131,7 @@ fn is_known_input(nr: i64) -> bool {
 }
 
 /// The memory the kernel wrote for a completed syscall, as `(address, length
-/// in bytes)` ranges. `args` are the entry arguments, `result` the return
+/// in bytes)` ranges, in a fixed order for each syscall. `args` are the entry arguments, `result` the return
 /// value; `read_u64` reads a word of tracee memory (for lengths the kernel
 /// stores in the tracee, like `*addrlen`). Errors return no ranges.
 pub fn out_buffers(
@@ -134,8 +146,10 @@ pub fn out_buffers(
     let r = result as u64;
     let a = args;
     let mut out = Vec::new();
+    // Zero-length ranges are kept so that a replay, whose lengths may
+    // differ before the call, pairs its ranges with the logged ones by index.
     let mut add = |addr: u64, len: u64| {
-        if addr != 0 && len != 0 {
+        if addr != 0 {
             out.push((addr, len));
         }
     };

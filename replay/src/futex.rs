@@ -22,7 +22,7 @@ pub struct Wait {
     pub uaddr: u64,
     /// The wait's bitset (FUTEX_WAIT_BITSET), all ones otherwise.
     pub bitset: u32,
-    /// Whether the wait has a timeout (and may time out).
+    /// Whether the wait has a timeout: its outcome is then in the log.
     pub timed: bool,
 }
 
@@ -99,11 +99,6 @@ impl Queues {
             !hit
         });
         woken
-    }
-
-    /// Forgets thread `me`'s wait (it timed out).
-    pub fn cancel(&mut self, me: usize) {
-        self.waiters.retain(|(t, _)| *t != me);
     }
 
     fn wake_result(&mut self, uaddr: u64, n: u32, bitset: u32) -> Action {

@@ -114,6 +114,8 @@ struct Thread {
     steps: u64,
     /// A signal sent to it by the program itself is pending.
     signal_pending: bool,
+    /// Its logged (timed) futex wait was woken by another thread.
+    woken: bool,
 }
 
 /// What to do after handling a scheduling point.
@@ -200,6 +202,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         clear_child_tid: 0,
         steps: 0,
         signal_pending: false,
+        woken: false,
     };
     let mut session = Session {
         trace,
@@ -491,8 +494,8 @@ impl Session<'_> {
                     );
                 }
                 self.finish_syscall(i, s.result)?;
-                for w in &s.writes {
-                    self.mem.write(w.addr, &w.data)?;
+                if let Some(failure) = self.write_out_buffers(i, e, s)? {
+                    return Ok(Step::Fail(failure));
                 }
             }
             Class::Output => {
@@ -512,9 +515,34 @@ impl Session<'_> {
                 ptrace::syscall(tid, None)?;
                 return Ok(Step::End(self.drain()?));
             }
-            Class::Execute | Class::Futex => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
+            Class::Futex => {
+                self.threads[i].woken = false;
+                self.finish_syscall(i, s.result)?;
+                return Ok(self.sync_point(i));
+            }
+            Class::Execute => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
         }
         Ok(Step::Stay)
+    }
+
+    /// Writes the logged out-buffers where the replayed call points: the
+    /// replay's pointers may differ from the recording's (heap arenas of
+    /// threads are placed in creation order), so ranges are recomputed from
+    /// the replay's arguments and paired with the logged bytes by index.
+    fn write_out_buffers(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Option<Failure>> {
+        let mut rd = |a: u64| self.mem.read_u64(a).ok();
+        let ranges = syscalls::out_buffers(e.nr, &e.args, s.result, &mut rd);
+        if ranges.len() != s.writes.len() {
+            return Ok(Some(Failure::Unmatched {
+                at: self.position(i),
+                expected: format!("{} with {} out-buffers", syscalls::name(e.nr), s.writes.len()),
+                observed: format!("{} out-buffers in the replayed call", ranges.len()),
+            }));
+        }
+        for ((addr, _), w) in ranges.iter().zip(&s.writes) {
+            self.mem.write(*addr, &w.data)?;
+        }
+        Ok(None)
     }
 
     /// The program's writes to stdout and stderr appear on ours.
@@ -605,7 +633,7 @@ impl Session<'_> {
         if ctid != 0 {
             self.mem.write(ctid, &0u32.to_le_bytes())?;
             for w in self.futexes.wake(ctid, u32::MAX, u32::MAX) {
-                self.threads[w].at = At::Woken(0);
+                self.release(w);
             }
         }
         let tid = self.threads[i].tid;
@@ -661,6 +689,7 @@ impl Session<'_> {
             clear_child_tid: if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
             steps: 0,
             signal_pending: false,
+            woken: false,
         });
         Ok(())
     }
@@ -668,6 +697,9 @@ impl Session<'_> {
     /// An emulated futex call; wakes and completed waits are *psync*
     /// points (seed 000 Fig. 8, P-SYNC-PRMPT / P-SYNC-NOPRMPT).
     fn futex(&mut self, i: usize, e: Entry) -> Result<Step> {
+        if syscalls::is_logged_futex(&e.args) {
+            return self.logged_futex_wait(i, e);
+        }
         let mut words = MemWords(&self.mem);
         match self.futexes.call(i, &e.args, &mut words) {
             futex::Action::Block(wait) => {
@@ -676,7 +708,7 @@ impl Session<'_> {
             }
             futex::Action::Return(result, woken) => {
                 for w in woken {
-                    self.threads[w].at = At::Woken(0);
+                    self.release(w);
                 }
                 self.finish_syscall(i, result)?;
                 Ok(self.sync_point(i))
@@ -685,6 +717,39 @@ impl Session<'_> {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")
             }
         }
+    }
+
+    /// A timed futex wait, whose outcome the log holds. If the recorded
+    /// wait was woken, the thread blocks in the emulated queue until a wake
+    /// releases it; either way the call completes as an event, in log
+    /// order, with the recorded result (a wait that finds the word already
+    /// changed returns as if woken: a spurious wakeup, which callers allow).
+    fn logged_futex_wait(&mut self, i: usize, e: Entry) -> Result<Step> {
+        let me = self.threads[i].rec;
+        let recorded = self.trace.events.get(self.next_event_of(me)).and_then(|ev| match &ev.kind {
+            EventKind::Syscall(s) if s.nr == libc::SYS_futex => Some(s.result),
+            _ => None,
+        });
+        if recorded == Some(0) && !self.threads[i].woken {
+            let mut words = MemWords(&self.mem);
+            if let futex::Action::Block(wait) = self.futexes.call(i, &e.args, &mut words) {
+                self.threads[i].at = At::Blocked(wait);
+                return Ok(Step::Switch(None));
+            }
+        }
+        self.event_point(i, Observed::Syscall(e))
+    }
+
+    /// A wake released thread `w` from its futex wait.
+    fn release(&mut self, w: usize) {
+        let t = &mut self.threads[w];
+        t.at = match t.at {
+            At::Blocked(wait) if wait.timed => {
+                t.woken = true;
+                At::Entry(Entry { nr: libc::SYS_futex, args: tracee::syscall_args(&t.regs), label: t.regs.rip })
+            }
+            _ => At::Woken(0),
+        };
     }
 
     /// A synchronization point: preempt as the schedule says, else switch
@@ -704,7 +769,7 @@ impl Session<'_> {
     /// The thread to run when the current one cannot: the owner of the
     /// log's next event if it can run; else the free thread whose next
     /// event comes first in the log (seed 000's deterministic next thread);
-    /// else a timed futex wait times out; else a deadlock.
+    /// else a deadlock.
     fn pick(&mut self) -> std::result::Result<usize, Failure> {
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
             return Ok(j);
@@ -714,14 +779,6 @@ impl Session<'_> {
             .filter(|&j| matches!(self.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_)))
             .min_by_key(|&j| order(self, j));
         if let Some(j) = free {
-            return Ok(j);
-        }
-        let timed = (0..self.threads.len())
-            .filter(|&j| matches!(self.threads[j].at, At::Blocked(Wait { timed: true, .. })))
-            .min_by_key(|&j| order(self, j));
-        if let Some(j) = timed {
-            self.futexes.cancel(j);
-            self.threads[j].at = At::Woken(-libc::ETIMEDOUT as i64);
             return Ok(j);
         }
         let expected = self.trace.events.get(self.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
