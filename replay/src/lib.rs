@@ -16,6 +16,7 @@ pub mod futex;
 pub mod position;
 pub mod schedule;
 mod session;
+mod sync_points;
 mod watchdog;
 
 pub use failure::Failure;

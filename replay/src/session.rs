@@ -14,6 +14,7 @@ use crate::failure::Failure;
 use crate::futex::{self, Queues, Wait};
 use crate::position::Position;
 use crate::schedule::Schedule;
+use crate::sync_points::{Hit, StepOver, SyncPoints};
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
@@ -77,6 +78,8 @@ enum At {
     Entry(Entry),
     /// At a signal-delivery-stop, not yet handled.
     Fault(NixSignal),
+    /// At a synchronization point (a pthread breakpoint), not yet handled.
+    Sync,
     /// Blocked in an emulated futex wait, at its syscall-entry stop.
     Blocked(Wait),
     /// Released from a futex wait; the syscall returns this value.
@@ -159,6 +162,7 @@ struct Session<'a> {
     /// Synchronization operations so far (seed 000's sync_cnt).
     sync_count: u64,
     futexes: Queues,
+    sync: SyncPoints,
     /// Each recorded thread's event indices, ascending.
     thread_events: HashMap<Tid, Vec<usize>>,
     digest: Option<Digest>,
@@ -214,6 +218,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         pos: 0,
         sync_count: 0,
         futexes: Queues::default(),
+        sync: SyncPoints::default(),
         thread_events,
         digest: opts.digest.then(Digest::default),
         watchdog: Watchdog::start(opts.livelock_timeout),
@@ -301,6 +306,9 @@ impl Session<'_> {
                 _ => None,
             });
             self.threads[i].at = At::Ready;
+            if sig.is_none() {
+                self.step_over_breakpoint(i)?;
+            }
             self.watchdog.arm(tid);
             ptrace::syscall(tid, sig)?;
             let status = waitpid(tid, Some(WaitPidFlag::__WALL));
@@ -326,6 +334,11 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
+                WaitStatus::Stopped(_, NixSignal::SIGTRAP) if self.breakpoint(i)? => {
+                    if self.threads[i].at == At::Sync {
+                        return Ok(Advance::Point);
+                    }
+                }
                 WaitStatus::Stopped(_, sig) => {
                     self.threads[i].regs = ptrace::getregs(tid)?;
                     self.threads[i].at = At::Fault(sig);
@@ -339,6 +352,47 @@ impl Session<'_> {
                 }
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
+        }
+    }
+
+    /// Thread `i` stopped with SIGTRAP: if one of our breakpoints did it,
+    /// back its pc up over the int3 and say whether this is a
+    /// synchronization point for it (`at` becomes Sync) or not (Ready).
+    fn breakpoint(&mut self, i: usize) -> Result<bool> {
+        let t = &mut self.threads[i];
+        let mut regs = ptrace::getregs(t.tid)?;
+        let pc = regs.rip.wrapping_sub(1);
+        let Some(hit) = self.sync.hit(&self.mem, i, pc, regs.rsp)? else { return Ok(false) };
+        regs.rip = pc;
+        ptrace::setregs(t.tid, regs)?;
+        t.regs = regs;
+        t.at = if hit == Hit::Sync { At::Sync } else { At::Ready };
+        Ok(true)
+    }
+
+    /// A thread resuming at one of our int3s first executes the original
+    /// instruction alone (the other threads are stopped, so none can miss
+    /// the breakpoint meanwhile).
+    fn step_over_breakpoint(&mut self, i: usize) -> Result<()> {
+        let (tid, pc) = (self.threads[i].tid, self.threads[i].regs.rip);
+        let byte = match self.sync.step_over(pc) {
+            None => return Ok(()),
+            Some(StepOver::Skip(len)) => {
+                self.threads[i].regs.rip += len;
+                return Ok(ptrace::setregs(tid, self.threads[i].regs)?);
+            }
+            Some(StepOver::Step(byte)) => byte,
+        };
+        self.mem.write(pc, &[byte])?;
+        ptrace::step(tid, None)?;
+        let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
+        self.mem.write(pc, &[0xcc])?;
+        match status {
+            WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
+                self.threads[i].regs = ptrace::getregs(tid)?;
+                Ok(())
+            }
+            other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
         }
     }
 
@@ -358,6 +412,10 @@ impl Session<'_> {
             At::Woken(result) => {
                 self.finish_syscall(i, result)?;
                 Ok(Step::Stay)
+            }
+            At::Sync => {
+                self.threads[i].at = At::Ready;
+                Ok(self.sync_point(i))
             }
             At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
@@ -593,6 +651,12 @@ impl Session<'_> {
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
         self.mem.write(addr, &data[start..end])?;
+        let is_libc = Path::new(OsStr::from_bytes(&file.path))
+            .file_name()
+            .is_some_and(|n| n.as_bytes().starts_with(b"libc.so"));
+        if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !self.sync.installed() {
+            self.sync.install_libc(&self.mem, &path, addr, e.args[5])?;
+        }
         Ok(Step::Stay)
     }
 
@@ -788,7 +852,7 @@ impl Session<'_> {
 
     fn describe_thread(&self, t: &Thread) -> String {
         let state = match t.at {
-            At::Ready | At::Deliver(_) | At::Woken(_) => "runnable".to_string(),
+            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync => "runnable".to_string(),
             At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
             At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),

@@ -9,7 +9,7 @@ static long counter;
 
 static void *worker(void *arg) {
     (void)arg;
-    for (int i = 0; i < 100000; i++) {
+    for (int i = 0; i < 20000; i++) {
         pthread_mutex_lock(&m);
         counter++;
         pthread_mutex_unlock(&m);

@@ -1,0 +1,155 @@
+//! Synchronization points: software breakpoints (int3) on libc's pthread
+//! entry points, so the scheduler sees lock acquisitions and releases that
+//! never reach the kernel (uncontended futexes). Seed 000 Fig. 8 places a
+//! preemption test *before* each acquire and *after* each release; the
+//! "after" is a one-shot breakpoint on the caller's return address, tied to
+//! the thread and its stack pointer.
+
+use anyhow::{Context, Result};
+use object::{Object, ObjectSegment, ObjectSymbol};
+use std::collections::HashMap;
+use std::path::Path;
+use weft_record::tracee::Memory;
+
+/// Functions with a preemption test before them (acquires and waits).
+const ACQUIRE: &[&str] = &[
+    "pthread_mutex_lock",
+    "pthread_mutex_trylock",
+    "pthread_mutex_timedlock",
+    "pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "pthread_rwlock_tryrdlock",
+    "pthread_rwlock_trywrlock",
+    "pthread_spin_lock",
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "pthread_barrier_wait",
+    "pthread_join",
+    "sem_wait",
+    "sem_timedwait",
+    "sem_trywait",
+];
+
+/// Functions with a preemption test after them (releases and signals).
+const RELEASE: &[&str] = &[
+    "pthread_mutex_unlock",
+    "pthread_rwlock_unlock",
+    "pthread_spin_unlock",
+    "pthread_cond_signal",
+    "pthread_cond_broadcast",
+    "sem_post",
+];
+
+const INT3: u8 = 0xcc;
+/// The CET landing pad glibc's functions start with; a no-op here.
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+/// How to get a thread past one of our breakpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOver {
+    /// The instruction is a no-op of this many bytes: move the pc.
+    Skip(u64),
+    /// Put this original byte back and single-step the instruction.
+    Step(u8),
+}
+
+/// What a breakpoint hit means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    /// A synchronization point: the thread is before an acquire or after a
+    /// release.
+    Sync,
+    /// A release function's entry: its return breakpoint is now set; run on.
+    Entered,
+    /// Another thread's return breakpoint: not a point for this thread.
+    Passing,
+}
+
+/// The breakpoints of one replay.
+#[derive(Default)]
+pub struct SyncPoints {
+    /// Entry breakpoints: address → is a release function.
+    entries: HashMap<u64, bool>,
+    /// Return breakpoints: address → (thread key, stack pointer after return).
+    returns: HashMap<u64, Vec<(usize, u64)>>,
+    /// Original byte under every int3 we placed, and whether the
+    /// instruction there is `endbr64` (a no-op a thread may skip).
+    original: HashMap<u64, (u8, bool)>,
+}
+
+impl SyncPoints {
+    /// Whether libc's breakpoints are in.
+    pub fn installed(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
+    /// Sets entry breakpoints on libc's pthread functions, given that the
+    /// file `copy` (libc) is mapped at `addr` from file offset `offset`.
+    pub fn install_libc(&mut self, mem: &Memory, copy: &Path, addr: u64, offset: u64) -> Result<()> {
+        let data = std::fs::read(copy).with_context(|| format!("read {}", copy.display()))?;
+        let elf = object::File::parse(&*data).with_context(|| format!("parse {}", copy.display()))?;
+        let Some(base) = elf.segments().find_map(|s| {
+            let (file_off, _) = s.file_range();
+            (file_off & !0xfff == offset).then(|| addr + (file_off - offset) - s.address())
+        }) else {
+            return Ok(());
+        };
+        for sym in elf.dynamic_symbols() {
+            let Ok(name) = sym.name() else { continue };
+            let release = RELEASE.contains(&name);
+            if (release || ACQUIRE.contains(&name)) && sym.address() != 0 {
+                let at = base + sym.address();
+                self.entries.insert(at, release);
+                self.arm(mem, at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Classifies an int3 hit at `addr` by thread `thread` with stack
+    /// pointer `rsp`; `None` if it is not one of ours.
+    pub fn hit(&mut self, mem: &Memory, thread: usize, addr: u64, rsp: u64) -> Result<Option<Hit>> {
+        if let Some(&release) = self.entries.get(&addr) {
+            if !release {
+                return Ok(Some(Hit::Sync));
+            }
+            let ret = mem.read_u64(rsp)?;
+            self.returns.entry(ret).or_default().push((thread, rsp + 8));
+            self.arm(mem, ret)?;
+            return Ok(Some(Hit::Entered));
+        }
+        let Some(waiting) = self.returns.get_mut(&addr) else { return Ok(None) };
+        let Some(k) = waiting.iter().position(|&w| w == (thread, rsp)) else {
+            return Ok(Some(Hit::Passing));
+        };
+        waiting.swap_remove(k);
+        if waiting.is_empty() {
+            self.returns.remove(&addr);
+            if !self.entries.contains_key(&addr) {
+                self.disarm(mem, addr)?;
+            }
+        }
+        Ok(Some(Hit::Sync))
+    }
+
+    /// How a thread stopped at `addr` gets past our int3 there, if any.
+    pub fn step_over(&self, addr: u64) -> Option<StepOver> {
+        self.original.get(&addr).map(|&(byte, endbr)| if endbr { StepOver::Skip(4) } else { StepOver::Step(byte) })
+    }
+
+    fn arm(&mut self, mem: &Memory, addr: u64) -> Result<()> {
+        if !self.original.contains_key(&addr) {
+            let code = mem.read(addr, 4)?;
+            mem.write(addr, &[INT3])?;
+            self.original.insert(addr, (code[0], code == ENDBR64));
+        }
+        Ok(())
+    }
+
+    fn disarm(&mut self, mem: &Memory, addr: u64) -> Result<()> {
+        if let Some((byte, _)) = self.original.remove(&addr) {
+            mem.write(addr, &[byte])?;
+        }
+        Ok(())
+    }
+}
