@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Record overhead and replay time as ratios to native, median of RUNS runs,
+# for pbzip2 -p2 and xz -T2 on a SIZE_MB input (defaults: 5 runs, 64 MB).
+# Usage: bench/record_overhead.sh [RUNS] [SIZE_MB]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+size=${2:-64}
+command -v pbzip2 >/dev/null && command -v bc >/dev/null ||
+  { apt-get update -qq && apt-get install -y -qq pbzip2 bc >/dev/null; }
+cargo build --release -q
+weft=$PWD/target/release/weft
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Compressible but not trivial input: text built from /usr/share words and numbers.
+python3 - "$work/input" "$size" <<'PY'
+import random, sys
+random.seed(7)
+words = [w.strip() for w in open('/usr/share/dict/words')] if __import__('os').path.exists('/usr/share/dict/words') else [f"w{i}" for i in range(5000)]
+target = int(sys.argv[2]) << 20
+with open(sys.argv[1], 'w') as f:
+    n = 0
+    while n < target:
+        line = ' '.join(random.choice(words) + str(random.randrange(1000)) for _ in range(12)) + '\n'
+        f.write(line); n += len(line)
+PY
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+seconds() { local t0=$EPOCHREALTIME; "$@" >/dev/null 2>&1 || true; echo "$EPOCHREALTIME - $t0" | bc -l; }
+bench() {
+  local name=$1; shift
+  local native=() record=() replay=()
+  for i in $(seq "$runs"); do
+    native+=("$(seconds "$@" "$work/input")")
+    rm -rf "$work/trace"
+    record+=("$(seconds "$weft" record -o "$work/trace" -- "$@" "$work/input")")
+    replay+=("$(seconds "$weft" replay -a "$work/trace")")
+  done
+  local n r p valid
+  n=$(printf '%s\n' "${native[@]}" | median)
+  r=$(printf '%s\n' "${record[@]}" | median)
+  p=$(printf '%s\n' "${replay[@]}" | median)
+  valid=$("$weft" replay -a "$work/trace" 2>&1 >/dev/null | grep '^weft: replay' | cut -c7-60 || true)
+  printf '%-14s native %6.2fs  record %6.2fs (x%.3f)  replay %6.2fs (x%.2f)  [%s]\n' \
+    "$name" "$n" "$r" "$(echo "$r / $n" | bc -l)" "$p" "$(echo "$p / $n" | bc -l)" "$valid"
+}
+echo "input: ${size} MB, ${runs} runs each, median; $(nproc) cores"
+bench "pbzip2 -p2" pbzip2 -p2 -c
+bench "xz -T2" xz -T2 -c
