@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Record overhead and replay time as ratios to native, median of RUNS runs,
 # for pbzip2 -p2 and xz -T2 on a SIZE_MB input (defaults: 5 runs, 64 MB).
-# Usage: bench/record_overhead.sh [RUNS] [SIZE_MB]
+# Usage: bench/record_overhead.sh [RUNS] [SIZE_MB] [PROGRAMS]  (PROGRAMS: "pbzip2 xz")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 size=${2:-64}
+programs=${3:-pbzip2 xz}
 command -v pbzip2 >/dev/null && command -v bc >/dev/null ||
   { apt-get update -qq && apt-get install -y -qq pbzip2 bc >/dev/null; }
 cargo build --release -q
@@ -44,5 +45,9 @@ bench() {
     "$name" "$n" "$r" "$(echo "$r / $n" | bc -l)" "$p" "$(echo "$p / $n" | bc -l)" "$valid"
 }
 echo "input: ${size} MB, ${runs} runs each, median; $(nproc) cores"
-bench "pbzip2 -p2" pbzip2 -p2 -c
-bench "xz -T2" xz -T2 -c
+for p in $programs; do
+  case $p in
+    pbzip2) bench "pbzip2 -p2" pbzip2 -p2 -c ;;
+    xz) bench "xz -T2" xz -T2 -c ;;
+  esac
+done

@@ -391,6 +391,8 @@ names!(
     SYS_memfd_create, SYS_statx, SYS_rseq, SYS_clone3, SYS_close_range, SYS_faccessat2,
     SYS_sigaltstack, SYS_rt_sigreturn, SYS_fadvise64, SYS_membarrier, SYS_statfs,
     SYS_fstatfs, SYS_getresuid, SYS_getresgid, SYS_sendfile, SYS_splice, SYS_getgroups,
+    SYS_sched_getparam, SYS_sched_setparam, SYS_sched_getscheduler, SYS_mincore, SYS_io_uring_setup,
+    SYS_setitimer, SYS_getitimer, SYS_alarm, SYS_rt_sigtimedwait, SYS_restart_syscall,
 );
 
 #[cfg(test)]

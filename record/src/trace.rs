@@ -25,6 +25,12 @@ pub const VERSION: u32 = 1;
 const FLAG_ZSTD: u8 = 1;
 /// Payloads at least this large (bytes) are compressed.
 const COMPRESS_MIN: usize = 256;
+/// Payloads at least this large (bytes) are bulk input data, compressed with
+/// zstd's fast negative level: the recorder shares the cores with the
+/// program, so compression speed matters more than ratio.
+const BULK_MIN: usize = 64 << 10;
+/// zstd level for bulk payloads.
+const BULK_LEVEL: i32 = -5;
 /// Frames above this size (bytes) are refused as corrupt when reading.
 const FRAME_MAX: u32 = 1 << 30;
 /// Longest time buffered frames wait before they are handed to the kernel.
@@ -141,7 +147,8 @@ impl TraceWriter {
             what: format!("cannot encode: {e}"),
         })?;
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
-            (FLAG_ZSTD, zstd::bulk::compress(&raw, 1).map_err(io_err(&path))?)
+            let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
+            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&path))?)
         } else {
             (0, raw)
         };
