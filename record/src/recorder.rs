@@ -202,7 +202,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
     rec.run()?;
     let end = rec.end.take().ok_or_else(|| anyhow!("the program vanished without an exit status"))?;
     rec.log(0, 0, EventKind::End(end.clone()))?;
-    rec.trace.flush()?;
+    rec.trace.finish()?;
     Ok(Recording { end, events: rec.events })
 }
 
@@ -443,7 +443,7 @@ impl Recorder {
     }
 
     fn log(&mut self, tid: Tid, label: u64, kind: EventKind) -> Result<()> {
-        self.trace.write_event(&Event { tid, label, kind })?;
+        self.trace.write_event(Event { tid, label, kind })?;
         self.events += 1;
         Ok(())
     }

@@ -15,6 +15,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The first bytes of an `events` file.
@@ -30,7 +31,7 @@ const COMPRESS_MIN: usize = 256;
 /// program, so compression speed matters more than ratio.
 const BULK_MIN: usize = 64 << 10;
 /// zstd level for bulk payloads.
-const BULK_LEVEL: i32 = -5;
+const BULK_LEVEL: i32 = -20;
 /// Frames above this size (bytes) are refused as corrupt when reading.
 const FRAME_MAX: u32 = 1 << 30;
 /// Longest time buffered frames wait before they are handed to the kernel.
@@ -92,25 +93,38 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
 }
 
 /// Appends frames to a new trace directory and copies mapped files into it.
+/// Encoding, compression and writing happen on a writer thread, so the
+/// recorder can resume the tracee as soon as an event's bytes are copied out.
 pub struct TraceWriter {
     dir: PathBuf,
-    out: BufWriter<File>,
-    last_flush: Instant,
+    tx: Option<mpsc::Sender<Record>>,
+    worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
     /// Copies already made, by (device, inode, size, mtime).
     copies: HashMap<(u64, u64, u64, i64), MappedFile>,
 }
 
+/// What the recorder hands the writer thread.
+enum Record {
+    Meta(Box<Meta>),
+    Event(Event),
+    Flush,
+}
+
 impl TraceWriter {
     /// Creates `dir` (which must not exist yet, or be empty) with an empty
-    /// `events` file and a `files/` directory.
+    /// `events` file and a `files/` directory, and starts the writer thread.
     pub fn create(dir: &Path) -> Result<Self, TraceError> {
         fs::create_dir_all(dir.join("files")).map_err(io_err(dir))?;
         let path = dir.join("events");
         let file = File::options().write(true).create_new(true).open(&path).map_err(io_err(&path))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(MAGIC).map_err(io_err(&path))?;
-        out.write_all(&VERSION.to_le_bytes()).map_err(io_err(&path))?;
-        Ok(Self { dir: dir.to_path_buf(), out, last_flush: Instant::now(), copies: HashMap::new() })
+        let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file) };
+        frames.header()?;
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("weft-trace-writer".into())
+            .spawn(move || frames.run(rx))
+            .map_err(io_err(dir))?;
+        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), copies: HashMap::new() })
     }
 
     /// The trace directory.
@@ -120,47 +134,41 @@ impl TraceWriter {
 
     /// Appends the meta record; must be the first record written.
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), TraceError> {
-        self.append(meta)?;
+        self.send(Record::Meta(Box::new(meta.clone())))?;
         self.flush()
     }
 
-    /// Appends one event. Frames reach the kernel at least every 50 ms.
-    pub fn write_event(&mut self, event: &Event) -> Result<(), TraceError> {
-        self.append(event)?;
-        if self.last_flush.elapsed() >= FLUSH_EVERY {
-            self.flush()?;
-        }
-        Ok(())
+    /// Appends one event. Frames reach the kernel within 50 ms.
+    pub fn write_event(&mut self, event: Event) -> Result<(), TraceError> {
+        self.send(Record::Event(event))
     }
 
-    /// Hands every buffered frame to the kernel.
+    /// Asks for every buffered frame to be handed to the kernel now.
     pub fn flush(&mut self) -> Result<(), TraceError> {
-        self.last_flush = Instant::now();
-        self.out.flush().map_err(io_err(&self.dir.join("events")))
+        self.send(Record::Flush)
     }
 
-    fn append<T: Serialize>(&mut self, value: &T) -> Result<(), TraceError> {
-        let path = self.dir.join("events");
-        let raw = bincode::serialize(value).map_err(|e| TraceError::Corrupt {
-            path: path.clone(),
-            offset: 0,
-            what: format!("cannot encode: {e}"),
-        })?;
-        let (flags, payload) = if raw.len() >= COMPRESS_MIN {
-            let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
-            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&path))?)
-        } else {
-            (0, raw)
-        };
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&[flags]);
-        crc.update(&payload);
-        let mut header = [0u8; 9];
-        header[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
-        header[8] = flags;
-        self.out.write_all(&header).map_err(io_err(&path))?;
-        self.out.write_all(&payload).map_err(io_err(&path))
+    /// Writes everything still queued and stops the writer thread. Returns
+    /// the first error the writer met.
+    pub fn finish(&mut self) -> Result<(), TraceError> {
+        self.tx = None;
+        match self.worker.take().map(|w| w.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(TraceError::Io {
+                path: self.dir.join("events"),
+                source: std::io::Error::other("the trace writer thread panicked"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&mut self, record: Record) -> Result<(), TraceError> {
+        if self.tx.as_ref().is_some_and(|tx| tx.send(record).is_ok()) {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        self.finish()?;
+        Err(TraceError::Io { path: self.dir.join("events"), source: std::io::Error::other("trace writer stopped") })
     }
 
     /// Copies (or hard-links, when on the same filesystem) `path` into
@@ -184,6 +192,69 @@ impl TraceWriter {
         };
         self.copies.insert(key, mapped.clone());
         Ok(mapped)
+    }
+}
+
+/// The writer thread's side: frames records into the events file.
+struct FrameWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl FrameWriter {
+    fn header(&mut self) -> Result<(), TraceError> {
+        self.out.write_all(MAGIC).map_err(io_err(&self.path))?;
+        self.out.write_all(&VERSION.to_le_bytes()).map_err(io_err(&self.path))
+    }
+
+    /// Writes records until the recorder hangs up, flushing at least every
+    /// [`FLUSH_EVERY`] and whenever asked.
+    fn run(mut self, rx: mpsc::Receiver<Record>) -> Result<(), TraceError> {
+        let mut last_flush = Instant::now();
+        loop {
+            let record = match rx.recv_timeout(FLUSH_EVERY) {
+                Ok(r) => Some(r),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return self.flush(),
+            };
+            let urgent = match record {
+                Some(Record::Meta(m)) => self.append(&*m).map(|_| false)?,
+                Some(Record::Event(e)) => self.append(&e).map(|_| false)?,
+                Some(Record::Flush) | None => true,
+            };
+            if urgent || last_flush.elapsed() >= FLUSH_EVERY {
+                self.flush()?;
+                last_flush = Instant::now();
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), TraceError> {
+        self.out.flush().map_err(io_err(&self.path))
+    }
+
+    fn append<T: Serialize>(&mut self, value: &T) -> Result<(), TraceError> {
+        let path = self.path.clone();
+        let raw = bincode::serialize(value).map_err(|e| TraceError::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            what: format!("cannot encode: {e}"),
+        })?;
+        let (flags, payload) = if raw.len() >= COMPRESS_MIN {
+            let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
+            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&path))?)
+        } else {
+            (0, raw)
+        };
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&[flags]);
+        crc.update(&payload);
+        let mut header = [0u8; 9];
+        header[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
+        header[8] = flags;
+        self.out.write_all(&header).map_err(io_err(&path))?;
+        self.out.write_all(&payload).map_err(io_err(&path))
     }
 }
 
@@ -331,9 +402,9 @@ mod tests {
         let mut w = TraceWriter::create(dir).unwrap();
         w.write_meta(&meta()).unwrap();
         for i in 0..n {
-            w.write_event(&event(i)).unwrap();
+            w.write_event(event(i)).unwrap();
         }
-        w.flush().unwrap();
+        w.finish().unwrap();
     }
 
     #[test]
