@@ -138,10 +138,10 @@ impl SyncPoints {
     }
 
     fn arm(&mut self, mem: &Memory, addr: u64) -> Result<()> {
-        if !self.original.contains_key(&addr) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.original.entry(addr) {
             let code = mem.read(addr, 4)?;
             mem.write(addr, &[INT3])?;
-            self.original.insert(addr, (code[0], code == ENDBR64));
+            slot.insert((code[0], code == ENDBR64));
         }
         Ok(())
     }

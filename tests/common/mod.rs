@@ -119,7 +119,7 @@ pub fn text_file(name: &str, mb: usize) -> PathBuf {
             x ^= x >> 7;
             x ^= x << 17;
             s.push_str(words[(x % 10) as usize]);
-            s.push(if x % 7 == 0 { '\n' } else { ' ' });
+            s.push(if x.is_multiple_of(7) { '\n' } else { ' ' });
             s.push_str(&format!("{}", x % 1000));
             s.push('\n');
         }
