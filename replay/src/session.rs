@@ -115,8 +115,6 @@ struct Thread {
     clear_child_tid: u64,
     /// Scheduling points since the last matched event.
     steps: u64,
-    /// A signal sent to it by the program itself is pending.
-    signal_pending: bool,
     /// Its logged (timed) futex wait was woken by another thread.
     woken: bool,
 }
@@ -205,7 +203,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         regs,
         clear_child_tid: 0,
         steps: 0,
-        signal_pending: false,
         woken: false,
     };
     let mut session = Session {
@@ -519,7 +516,6 @@ impl Session<'_> {
                         ptrace::setsiginfo(t.tid, &info)?;
                     }
                 }
-                t.signal_pending = false;
                 t.at = At::Deliver(*sig);
                 self.last_delivery = Some((t.rec, *pc));
                 Ok(Step::Stay)
@@ -685,7 +681,6 @@ impl Session<'_> {
         }
         ptrace::setregs(t.tid, t.regs)?;
         self.execute(i)?;
-        self.threads[target].signal_pending = true;
         self.set_result(i, s.result)
     }
 
@@ -752,8 +747,7 @@ impl Session<'_> {
             regs: ptrace::getregs(child)?,
             clear_child_tid: if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
             steps: 0,
-            signal_pending: false,
-            woken: false,
+                woken: false,
         });
         Ok(())
     }
