@@ -216,3 +216,10 @@ impl std::fmt::Display for Syscall {
         Ok(())
     }
 }
+
+impl Syscall {
+    /// A syscall record with no path, buffers, hash or file.
+    pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
+        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false }
+    }
+}

@@ -47,21 +47,19 @@ pub struct Recording {
     pub events: u64,
 }
 
-/// Syscalls the seccomp filter lets through without a stop: those of class
-/// [`Class::Execute`] and futex. Everything else traps to the recorder.
-fn untraced_syscalls() -> Vec<i64> {
-    (0..500).filter(|&nr| matches!(syscalls::class(nr), Class::Execute | Class::Futex)).collect()
+/// Syscalls of the given classes, by number.
+fn syscalls_of(classes: &[Class]) -> Vec<i64> {
+    (0..500).filter(|&nr| classes.contains(&syscalls::class(nr))).collect()
 }
 
-/// The recording filters: one that traps every logged syscall to the
-/// tracer (SECCOMP_RET_TRACE), letting anonymous mmaps through, and one that
-/// fails rseq with ENOSYS so glibc does not register restartable sequences
-/// (rr does the same; DESIGN.md, known traps).
+/// The recording filters: one that fails [`Class::Refused`] syscalls with
+/// ENOSYS, and one that traps every logged syscall to the tracer
+/// (SECCOMP_RET_TRACE), letting through the executed classes, anonymous
+/// mmaps and untimed futex calls.
 pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     let arch = std::env::consts::ARCH.try_into().map_err(|e| anyhow!("{e:?}"))?;
     let mut allow: BTreeMap<i64, Vec<SeccompRule>> =
-        untraced_syscalls().into_iter().map(|nr| (nr, vec![])).collect();
-    allow.remove(&libc::SYS_rseq);
+        syscalls_of(&[Class::Execute, Class::Clone]).into_iter().map(|nr| (nr, vec![])).collect();
     let anonymous = SeccompCondition::new(
         3,
         SeccompCmpArgLen::Dword,
@@ -73,15 +71,15 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     allow.insert(libc::SYS_futex, untimed_futex_rules()?);
     let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
         .map_err(|e| anyhow!("{e:?}"))?;
-    let rseq = SeccompFilter::new(
-        [(libc::SYS_rseq, vec![])].into_iter().collect(),
+    let refuse = SeccompFilter::new(
+        syscalls_of(&[Class::Refused]).into_iter().map(|nr| (nr, vec![])).collect(),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )
     .map_err(|e| anyhow!("{e:?}"))?;
-    // rseq's filter goes first so that installing the second is not trapped.
-    Ok(vec![rseq.try_into().map_err(|e| anyhow!("{e:?}"))?, trace.try_into().map_err(|e| anyhow!("{e:?}"))?])
+    // The refusing filter goes first so that installing the second is not trapped.
+    Ok(vec![refuse.try_into().map_err(|e| anyhow!("{e:?}"))?, trace.try_into().map_err(|e| anyhow!("{e:?}"))?])
 }
 
 /// futex calls the filter lets through: every one without a timeout, and
@@ -341,7 +339,7 @@ impl Recorder {
             }
             Class::Output => {
                 let ranges = syscalls::output_ranges(e.nr, &e.args, result, &mut read_u64);
-                s.output_hash = Some(hash_ranges(mem, &ranges));
+                s.output_hash = Some(mem.hash_ranges(&ranges));
             }
             Class::MmapFile if result >= 0 => s.file = Some(self.mapped_file(pid, e.args[4])?),
             Class::Unsupported => {
@@ -366,7 +364,7 @@ impl Recorder {
     fn on_clone(&mut self, pid: Pid) -> Result<()> {
         let child = Pid::from_raw(ptrace::getevent(pid)? as i32);
         let regs = ptrace::getregs(pid)?;
-        let flags = clone_flags(&self.mem, &regs);
+        let flags = tracee::clone_flags(&self.mem, &regs);
         self.log(pid.as_raw(), regs.rip, EventKind::Spawn { child: child.as_raw(), flags })?;
         self.threads.insert(child, None);
         if self.early.remove(&child) {
@@ -453,34 +451,6 @@ impl Recorder {
             eprintln!("weft: warning: {msg}");
         }
     }
-}
-
-impl Syscall {
-    /// A syscall record with no path, buffers, hash or file.
-    pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
-        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false }
-    }
-}
-
-/// The clone flags of the clone or clone3 call `regs` stopped in
-/// (clone3's `struct clone_args` starts with the flags).
-pub fn clone_flags(mem: &Memory, regs: &Regs) -> u64 {
-    if regs.orig_rax as i64 == libc::SYS_clone3 {
-        mem.read_u64(regs.rdi).unwrap_or(0)
-    } else {
-        regs.rdi
-    }
-}
-
-/// xxh3 of the concatenated bytes of `ranges` of tracee memory.
-pub fn hash_ranges(mem: &Memory, ranges: &[(u64, u64)]) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for &(addr, len) in ranges {
-        if let Ok(bytes) = mem.read(addr, len as usize) {
-            h.update(&bytes);
-        }
-    }
-    h.digest()
 }
 
 /// Resumes a stopped thread without syscall stops (the filter decides which

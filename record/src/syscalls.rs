@@ -19,6 +19,13 @@ pub enum Class {
     Execute,
     /// Not logged; the replayer emulates it with its own wait queues.
     Futex,
+    /// clone/clone3: not trapped by the filter; the recorder logs the spawn
+    /// at PTRACE_EVENT_CLONE, and the replayer executes it as that event.
+    Clone,
+    /// Fails with ENOSYS when recording (a seccomp filter) and when
+    /// replaying: rseq, whose restartable sequences glibc then does without
+    /// (rr does the same; DESIGN.md, known traps).
+    Refused,
     /// Logged with its result and out-buffers; the replayer skips the real
     /// syscall and writes the logged result and buffers back.
     Input,
@@ -51,8 +58,9 @@ pub fn class(nr: i64) -> Class {
         | c::SYS_mlock | c::SYS_munlock | c::SYS_mlockall | c::SYS_munlockall | c::SYS_msync
         | c::SYS_sched_yield | c::SYS_rt_sigprocmask | c::SYS_rt_sigaction
         | c::SYS_rt_sigreturn | c::SYS_sigaltstack | c::SYS_set_robust_list
-        | c::SYS_get_robust_list | c::SYS_arch_prctl | c::SYS_clone | c::SYS_clone3
-        | c::SYS_membarrier | c::SYS_rseq => Class::Execute,
+        | c::SYS_get_robust_list | c::SYS_arch_prctl | c::SYS_membarrier => Class::Execute,
+        c::SYS_clone | c::SYS_clone3 => Class::Clone,
+        c::SYS_rseq => Class::Refused,
         // Anonymous mmaps are executed; the seccomp filter only traps the
         // file-backed ones, so a logged mmap is always MmapFile.
         c::SYS_mmap => Class::MmapFile,

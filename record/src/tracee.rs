@@ -177,6 +177,27 @@ impl Memory {
         Ok(out)
     }
 
+    /// The concatenated bytes of `ranges` (address, length).
+    pub fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        for &(addr, len) in ranges {
+            bytes.extend(self.read(addr, len as usize)?);
+        }
+        Ok(bytes)
+    }
+
+    /// xxh3 of the bytes of `ranges`: the hash that validates an output
+    /// syscall. Unreadable ranges hash as empty.
+    pub fn hash_ranges(&self, ranges: &[(u64, u64)]) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for &(addr, len) in ranges {
+            if let Ok(bytes) = self.read(addr, len as usize) {
+                h.update(&bytes);
+            }
+        }
+        h.digest()
+    }
+
     /// Writes `data` at `addr`, even into read-only pages.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
         self.file
@@ -280,5 +301,15 @@ pub fn rdtsc_at(mem: &Memory, pc: u64) -> Option<(u8, bool)> {
         [0x0f, 0x31, _] => Some((2, false)),
         [0x0f, 0x01, 0xf9] => Some((3, true)),
         _ => None,
+    }
+}
+
+/// The clone flags of the clone or clone3 call `regs` stopped in
+/// (clone3's `struct clone_args` starts with the flags).
+pub fn clone_flags(mem: &Memory, regs: &Regs) -> u64 {
+    if regs.orig_rax as i64 == libc::SYS_clone3 {
+        mem.read_u64(regs.rdi).unwrap_or(0)
+    } else {
+        regs.rdi
     }
 }

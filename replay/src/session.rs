@@ -29,9 +29,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use weft_record::event::{signal_name, End, Event, EventKind, Syscall};
-use weft_record::recorder::{clone_flags, hash_ranges};
 use weft_record::syscalls::{self, Class};
-use weft_record::tracee::{self, Launch, Memory, Regs};
+use weft_record::tracee::{self, clone_flags, Launch, Memory, Regs};
 use weft_record::{Tid, Trace};
 
 /// How to replay.
@@ -319,8 +318,8 @@ impl Session<'_> {
                     }
                     let nr = regs.orig_rax as i64;
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
-                        Class::Execute if nr == libc::SYS_rseq => self.finish_syscall(i, -libc::ENOSYS as i64)?,
-                        Class::Execute if nr != libc::SYS_clone && nr != libc::SYS_clone3 => {}
+                        Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
+                        Class::Execute => {}
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.threads[i].at = At::Entry(entry);
@@ -467,7 +466,7 @@ impl Session<'_> {
         }
         match (observed, &expected.kind) {
             (Observed::Syscall(e), EventKind::Spawn { flags, .. }) => {
-                let same = matches!(e.nr, libc::SYS_clone | libc::SYS_clone3)
+                let same = syscalls::class(e.nr) == Class::Clone
                     && clone_flags(&self.mem, &self.threads[i].regs) == *flags;
                 (!same).then(describe)
             }
@@ -484,7 +483,7 @@ impl Session<'_> {
                 if let Some(want) = s.output_hash {
                     let mut rd = |a: u64| self.mem.read_u64(a).ok();
                     let ranges = syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd);
-                    if hash_ranges(&self.mem, &ranges) != want {
+                    if self.mem.hash_ranges(&ranges) != want {
                         return Some(format!("{} writing different bytes", describe()));
                     }
                 }
@@ -574,7 +573,7 @@ impl Session<'_> {
                 self.finish_syscall(i, s.result)?;
                 return Ok(self.sync_point(i));
             }
-            Class::Execute => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
+            Class::Execute | Class::Clone | Class::Refused => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
         }
         Ok(Step::Stay)
     }
@@ -605,10 +604,7 @@ impl Session<'_> {
             return Ok(());
         }
         let mut rd = |a: u64| self.mem.read_u64(a).ok();
-        let mut bytes = Vec::new();
-        for (addr, len) in syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd) {
-            bytes.extend(self.mem.read(addr, len as usize)?);
-        }
+        let bytes = self.mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
         // A closed stdout (EPIPE) must not end the replay.
         let _ = if s.args[0] == 1 {
             std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush())
