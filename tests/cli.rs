@@ -45,12 +45,16 @@ fn truncated_and_corrupt_traces() {
         assert_eq!(rep.status.code(), Some(2), "{}", err(&rep));
         assert!(err(&rep).contains("incomplete") && err(&rep).contains("truncated"), "{}", err(&rep));
     }
-    let mut bad = whole.clone();
-    let n = bad.len();
-    bad[n / 2] ^= 0x55;
-    std::fs::write(&events, &bad).unwrap();
-    let dump = weft().arg("dump").arg(&trace).output().unwrap();
-    assert!(err(&dump).contains("corrupt record at offset"), "{}", err(&dump));
+    // Any flipped byte after the file header, in a frame header or a
+    // payload, is corruption with an offset, never a truncation.
+    let n = whole.len();
+    for at in [12, 13, 16, 17, 21, 24, n / 3, n / 2, n - 1] {
+        let mut bad = whole.clone();
+        bad[at] ^= 0x55;
+        std::fs::write(&events, &bad).unwrap();
+        let dump = weft().arg("dump").arg(&trace).output().unwrap();
+        assert!(err(&dump).contains("corrupt record at offset"), "byte {at}: {}", err(&dump));
+    }
 }
 
 /// SIGKILL the recorder mid-run: the trace reads cleanly up to its last

@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
+/// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).
+const HEADER_LEN: usize = 13;
 /// Payloads at least this large (bytes) are compressed.
 const COMPRESS_MIN: usize = 256;
 /// Payloads at least this large (bytes) are bulk input data, compressed with
@@ -246,13 +248,12 @@ impl FrameWriter {
         } else {
             (0, raw)
         };
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&[flags]);
-        crc.update(&payload);
-        let mut header = [0u8; 9];
+        let mut header = [0u8; HEADER_LEN];
         header[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
-        header[8] = flags;
+        header[4] = flags;
+        header[5..9].copy_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        let header_crc = crc32fast::hash(&header[..9]);
+        header[9..].copy_from_slice(&header_crc.to_le_bytes());
         self.out.write_all(&header).map_err(io_err(&path))?;
         self.out.write_all(&payload).map_err(io_err(&path))
     }
@@ -332,25 +333,26 @@ impl Frames<'_> {
         let at = self.offset as u64;
         let corrupt = |what: String| TraceError::Corrupt { path: self.path.to_path_buf(), offset: at, what };
         let truncated = || TraceError::Truncated { path: self.path.to_path_buf(), offset: at };
-        if rest.len() < 9 {
+        if rest.len() < HEADER_LEN {
             return Some(Err(truncated()));
         }
-        let len = u32::from_le_bytes(rest[..4].try_into().unwrap_or_default());
-        let crc = u32::from_le_bytes(rest[4..8].try_into().unwrap_or_default());
-        let flags = rest[8];
+        let word = |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+        // The header has its own checksum so that a damaged length reads as
+        // corruption, not as a frame running past the end of the file.
+        if crc32fast::hash(&rest[..9]) != word(9) {
+            return Some(Err(corrupt("frame header checksum mismatch".into())));
+        }
+        let (len, flags) = (word(0), rest[4]);
         if len > FRAME_MAX || flags > FLAG_ZSTD {
             return Some(Err(corrupt(format!("bad frame header (length {len}, flags {flags})"))));
         }
-        let Some(payload) = rest.get(9..9 + len as usize) else {
+        let Some(payload) = rest.get(HEADER_LEN..HEADER_LEN + len as usize) else {
             return Some(Err(truncated()));
         };
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(&[flags]);
-        hasher.update(payload);
-        if hasher.finalize() != crc {
-            return Some(Err(corrupt("checksum mismatch".into())));
+        if crc32fast::hash(payload) != word(5) {
+            return Some(Err(corrupt("payload checksum mismatch".into())));
         }
-        self.offset += 9 + len as usize;
+        self.offset += HEADER_LEN + len as usize;
         let raw = if flags & FLAG_ZSTD != 0 {
             match zstd::stream::decode_all(payload) {
                 Ok(raw) => raw,
@@ -442,6 +444,19 @@ mod tests {
         assert_eq!(t.events.len(), 2);
         let msg = t.damage.unwrap().to_string();
         assert!(msg.contains("checksum mismatch") && msg.contains("offset"), "{msg}");
+    }
+
+    /// A damaged length must not pass for a frame cut short by a crash.
+    #[test]
+    fn damaged_length_is_corruption_not_truncation() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_trace(tmp.path(), 3);
+        let path = tmp.path().join("events");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[12 + 3] ^= 0x40; // high byte of the meta frame's length
+        fs::write(&path, &bytes).unwrap();
+        let msg = Trace::open(tmp.path()).err().unwrap().to_string();
+        assert!(msg.contains("header checksum mismatch") && msg.contains("offset 12"), "{msg}");
     }
 
     #[test]
