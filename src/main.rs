@@ -42,8 +42,17 @@ enum Command {
         digest: bool,
         /// Add a preemption to the schedule: at the Nth synchronization
         /// point (counted from 1), switch to recorded thread TID. Repeatable.
+        /// Without it, the schedule saved in TRACE/schedule by an earlier
+        /// exploration is used.
         #[arg(long, value_name = "N:TID")]
         preempt: Vec<String>,
+        /// Do not search for a schedule when the replay fails; report the
+        /// failure.
+        #[arg(long)]
+        no_explore: bool,
+        /// Replays the schedule search may run in all.
+        #[arg(long, default_value_t = 500, value_name = "N")]
+        max_attempts: usize,
         /// Seconds a thread may run without reaching a scheduling point
         /// before the replay is stopped as a livelock.
         #[arg(long, default_value_t = 120)]
@@ -81,18 +90,24 @@ fn main() {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Record { output, program, args } => record(output, program, args),
-        Command::Replay { autopilot, digest, preempt, livelock_timeout, trace } => {
+        Command::Replay { autopilot, digest, preempt, no_explore, max_attempts, livelock_timeout, trace } => {
             if !autopilot {
                 bail!("only autopilot replay (`weft replay -a`) is available in this version");
             }
             let dir = dirs::resolve_trace(trace.as_deref())?;
-            let schedule = weft_replay::Schedule::parse(&preempt)?;
-            let opts = weft_replay::ReplayOptions {
+            let saved = dir.join(SCHEDULE_FILE);
+            let schedule = match preempt.is_empty() {
+                true => weft_replay::Schedule::load(&saved)?,
+                false => weft_replay::Schedule::parse(&preempt)?,
+            };
+            let replay_opts = weft_replay::ReplayOptions {
                 schedule,
                 digest,
                 livelock_timeout: std::time::Duration::from_secs(livelock_timeout),
+                ..Default::default()
             };
-            replay(&dir, &opts)
+            let max_attempts = if no_explore { 1 } else { max_attempts.max(1) };
+            replay(&dir, weft_explore::ExploreOptions { replay: replay_opts, max_attempts, ..Default::default() })
         }
         Command::Dump { json, trace } => {
             dump::dump(&dirs::resolve_trace(trace.as_deref())?, json)?;
@@ -155,15 +170,39 @@ fn exit_code(end: &End) -> i32 {
     }
 }
 
-fn replay(dir: &Path, opts: &weft_replay::ReplayOptions) -> Result<i32> {
+/// Where in a trace directory `weft replay` keeps the schedule an
+/// exploration found, so the next replay needs no search.
+const SCHEDULE_FILE: &str = "schedule";
+
+/// Replays (searching for a schedule if the log order fails), reports the
+/// outcome on stderr, and saves a schedule that was found.
+fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
     let trace = weft_record::Trace::open(dir)?;
-    match weft_replay::replay(&trace, opts)? {
+    let found = weft_explore::search(&trace, &opts)?;
+    for line in &found.report.digest {
+        eprintln!("{line}");
+    }
+    let explored = found.schedule != opts.replay.schedule;
+    match &found.report.outcome {
         weft_replay::Outcome::Valid { end, events } => {
             eprintln!("weft: replay valid: {events} events matched; the program {end}");
+            if explored {
+                let path = dir.join(SCHEDULE_FILE);
+                found.schedule.save(&path)?;
+                eprintln!(
+                    "weft: schedule {} found in {} replays; saved to {}",
+                    found.schedule,
+                    found.attempts,
+                    path.display()
+                );
+            }
             Ok(0)
         }
         weft_replay::Outcome::Invalid(failure) => {
             eprintln!("weft: replay failed: {failure}");
+            if found.attempts > 1 {
+                eprintln!("weft: no schedule found in {} replays (last tried: {})", found.attempts, found.schedule);
+            }
             Ok(2)
         }
     }

@@ -62,12 +62,15 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
     let envp: Vec<*const libc::c_char> =
         spec.env.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
     let dev_null = c"/dev/null";
+    // The one CPU is the one we run on now (if allowed): concurrent
+    // replays then spread over the cores instead of all sharing the first.
     let mut cpu0: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     unsafe {
         libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut cpu0);
+        let now = usize::try_from(libc::sched_getcpu()).ok().filter(|&c| libc::CPU_ISSET(c, &cpu0));
         let first = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &cpu0)).unwrap_or(0);
         libc::CPU_ZERO(&mut cpu0);
-        libc::CPU_SET(first, &mut cpu0);
+        libc::CPU_SET(now.unwrap_or(first), &mut cpu0);
     }
     // SAFETY: the child only makes async-signal-safe calls on memory
     // prepared before the fork, then execs or _exits.

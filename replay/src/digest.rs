@@ -7,18 +7,18 @@ use weft_record::tracee::{regs_words, Regs};
 use weft_record::Tid;
 use xxhash_rust::xxh3::Xxh3;
 
-/// The running digest.
+/// The running digest and its lines.
 #[derive(Default)]
 pub struct Digest {
     total: Xxh3,
-    points: u64,
+    lines: Vec<String>,
 }
 
 impl Digest {
     /// Adds a scheduling point: the next event index, the thread chosen,
-    /// and each thread's recorded tid and registers. Returns this point's
-    /// own hash.
-    pub fn add<'a>(&mut self, event: u64, chosen: Tid, threads: impl Iterator<Item = (Tid, &'a Regs)>) -> u64 {
+    /// and each thread's recorded tid and registers; and its line,
+    /// `weft-digest <point> event <index> thread <tid> <hash>`.
+    pub fn add<'a>(&mut self, event: u64, chosen: Tid, threads: impl Iterator<Item = (Tid, &'a Regs)>) {
         let mut point = Xxh3::new();
         point.update(&event.to_le_bytes());
         point.update(&chosen.to_le_bytes());
@@ -30,17 +30,13 @@ impl Digest {
         }
         let h = point.digest();
         self.total.update(&h.to_le_bytes());
-        self.points += 1;
-        h
+        self.lines.push(format!("weft-digest {} event {event} thread {chosen} {h:016x}", self.lines.len() + 1));
     }
 
-    /// The digest of all points so far.
-    pub fn value(&self) -> u64 {
-        self.total.digest()
-    }
-
-    /// Number of scheduling points digested.
-    pub fn points(&self) -> u64 {
-        self.points
+    /// The lines, then `weft: digest <hash of all points> (<n> scheduling points)`.
+    pub fn into_lines(mut self) -> Vec<String> {
+        let summary = format!("weft: digest {:016x} ({} scheduling points)", self.total.digest(), self.lines.len());
+        self.lines.push(summary);
+        self.lines
     }
 }

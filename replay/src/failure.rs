@@ -37,6 +37,8 @@ pub enum Failure {
     },
     /// The program ended differently from the recording.
     WrongEnd {
+        /// Index of the log event the replay had reached.
+        event: u64,
         /// How the recording ended.
         expected: String,
         /// How the replay ended.
@@ -50,6 +52,32 @@ pub enum Failure {
         /// What is wrong with the trace.
         why: String,
     },
+}
+
+impl Failure {
+    /// The index of the inconsistent event: the first log event the replay
+    /// could not match (seed 000 §4's α_x). `None` for a damaged trace,
+    /// which no schedule can fix.
+    pub fn event(&self) -> Option<usize> {
+        match self {
+            Failure::Unmatched { at, .. } | Failure::Deadlock { at, .. } | Failure::Livelock { at, .. } => {
+                Some(at.event as usize)
+            }
+            Failure::WrongEnd { event, .. } => Some(*event as usize),
+            Failure::IncompleteTrace { .. } => None,
+        }
+    }
+
+    /// A short name for the kind of failure ("unmatched event", "deadlock", ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Unmatched { .. } => "unmatched event",
+            Failure::Deadlock { .. } => "deadlock",
+            Failure::Livelock { .. } => "livelock",
+            Failure::WrongEnd { .. } => "wrong end",
+            Failure::IncompleteTrace { .. } => "incomplete trace",
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -69,7 +97,7 @@ impl std::fmt::Display for Failure {
                 f,
                 "livelock at {at}: the thread ran {seconds} s without reaching a scheduling point (pc {pc:#x}); it probably spins waiting for another thread"
             ),
-            Failure::WrongEnd { expected, observed } => {
+            Failure::WrongEnd { expected, observed, .. } => {
                 write!(f, "the program ended differently\n  recorded: {expected}\n  replayed: {observed}")
             }
             Failure::IncompleteTrace { matched, why } => {

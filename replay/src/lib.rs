@@ -7,8 +7,9 @@
 //! at a time, switching only at scheduling points, emulating inputs and
 //! futexes, and checking each event against the log (seed 000 §3.2,
 //! Definition 1). Start with `session.rs`; `futex.rs` is the emulated wait
-//! queues, `schedule.rs` the preemptions exploration will add, and
-//! `position.rs` the notion of time the debugger and UI will share.
+//! queues, `schedule.rs` the preemptions exploration adds, `sync_trace.rs`
+//! what a failed replay tells exploration, and `position.rs` the notion of
+//! time the debugger and UI will share.
 
 mod digest;
 pub mod failure;
@@ -17,9 +18,11 @@ pub mod position;
 pub mod schedule;
 mod session;
 mod sync_points;
+pub mod sync_trace;
 mod watchdog;
 
 pub use failure::Failure;
 pub use position::Position;
 pub use schedule::{Preemption, Schedule};
-pub use session::{replay, Outcome, ReplayOptions};
+pub use session::{replay, Outcome, ReplayOptions, Report};
+pub use sync_trace::SyncRecord;

@@ -2,7 +2,8 @@
 //! log (seed 000 §3.2, Fig. 7: `S ::= sync<n, t>*`). The empty schedule is
 //! seed 000's initial replay attempt; exploration adds preemptions.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
+use std::path::Path;
 use weft_record::Tid;
 
 /// Switch to recorded thread `to` upon the `sync`-th synchronization
@@ -49,6 +50,47 @@ impl Schedule {
     pub fn preemptions(&self) -> &[Preemption] {
         &self.preemptions
     }
+
+    /// This schedule with one more preemption (seed 000 Algorithm 1's `S · S'`).
+    pub fn with(&self, p: Preemption) -> Self {
+        let mut preemptions = self.preemptions.clone();
+        preemptions.push(p);
+        Self::new(preemptions)
+    }
+
+    /// Reads a schedule file: one `N:TID` per line; blank lines and lines
+    /// starting with `#` are ignored. A missing file is the empty
+    /// schedule. Errors: unreadable file, or a malformed line (named).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let lines: Vec<String> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect();
+        Self::parse(&lines).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Writes the schedule in the format [`Schedule::load`] reads.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut text = String::from("# weft schedule: preemptions N:TID (seed 000 sync<n,t>), one per line\n");
+        for p in &self.preemptions {
+            text += &format!("{}:{}\n", p.sync, p.to);
+        }
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+impl std::fmt::Display for Schedule {
+    /// `sync<n,t> ...`, or `the log order` for the empty schedule.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.preemptions.is_empty() {
+            return write!(f, "the log order");
+        }
+        let parts: Vec<String> = self.preemptions.iter().map(|p| format!("sync<{},{}>", p.sync, p.to)).collect();
+        write!(f, "{}", parts.join(" "))
+    }
 }
 
 #[cfg(test)]
@@ -62,5 +104,18 @@ mod tests {
         assert_eq!(s.preemption_at(7), Some(101));
         assert_eq!(s.preemption_at(3), None);
         assert!(Schedule::parse(&["x".into()]).is_err());
+    }
+
+    #[test]
+    fn saves_and_loads() {
+        let dir = std::env::temp_dir().join(format!("weft-schedule-{}", std::process::id()));
+        let s = Schedule::default().with(Preemption { sync: 9, to: 3 }).with(Preemption { sync: 4, to: 2 });
+        s.save(&dir).unwrap();
+        assert_eq!(Schedule::load(&dir).unwrap(), s);
+        assert_eq!(s.to_string(), "sync<4,2> sync<9,3>");
+        std::fs::write(&dir, "# c\n\n5:x\n").unwrap();
+        assert!(Schedule::load(&dir).unwrap_err().to_string().contains("in "));
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(Schedule::load(&dir).unwrap(), Schedule::default());
     }
 }

@@ -15,6 +15,7 @@ use crate::futex::{self, Queues, Wait};
 use crate::position::Position;
 use crate::schedule::Schedule;
 use crate::sync_points::{Hit, StepOver, SyncPoints};
+use crate::sync_trace::{SyncRecord, SyncTrace};
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
@@ -38,16 +39,29 @@ use weft_record::{Tid, Trace};
 pub struct ReplayOptions {
     /// Preemptions beyond the log order (empty: seed 000's initial replay).
     pub schedule: Schedule,
-    /// Print a digest line at every scheduling point (on stderr).
+    /// Compute a digest line at every scheduling point ([`Report::digest`]).
     pub digest: bool,
     /// How long a thread may run without a scheduling point before the
     /// replay stops it and reports a livelock.
     pub livelock_timeout: Duration,
+    /// Output events with a lower index are not echoed to our stdout and
+    /// stderr: an earlier replay of the same trace already showed them
+    /// (exploration replays the same prefix many times).
+    pub echo_from: usize,
+    /// How many of the most recent synchronization records an invalid
+    /// replay returns (0: none).
+    pub sync_trace_len: usize,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        Self { schedule: Schedule::default(), digest: false, livelock_timeout: Duration::from_secs(120) }
+        Self {
+            schedule: Schedule::default(),
+            digest: false,
+            livelock_timeout: Duration::from_secs(120),
+            echo_from: 0,
+            sync_trace_len: 0,
+        }
     }
 }
 
@@ -64,6 +78,19 @@ pub enum Outcome {
     },
     /// The replay is not valid; why.
     Invalid(Failure),
+}
+
+/// What a replay returns: its outcome and what it observed on the way.
+#[derive(Debug)]
+pub struct Report {
+    /// Valid, or the failure that stopped it.
+    pub outcome: Outcome,
+    /// The last synchronization records, oldest first (at most
+    /// [`ReplayOptions::sync_trace_len`]).
+    pub sync_trace: Vec<SyncRecord>,
+    /// With [`ReplayOptions::digest`]: one line per scheduling point, then
+    /// the digest of them all.
+    pub digest: Vec<String>,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -116,6 +143,8 @@ struct Thread {
     steps: u64,
     /// Its logged (timed) futex wait was woken by another thread.
     woken: bool,
+    /// Index of the last log event it matched.
+    last_event: Option<usize>,
 }
 
 /// What to do after handling a scheduling point.
@@ -158,6 +187,9 @@ struct Session<'a> {
     pos: usize,
     /// Synchronization operations so far (seed 000's sync_cnt).
     sync_count: u64,
+    /// The thread a preemption switched to, until it passes its next
+    /// synchronization operation.
+    granted: Option<usize>,
     futexes: Queues,
     sync: SyncPoints,
     /// Each recorded thread's event indices, ascending.
@@ -167,12 +199,13 @@ struct Session<'a> {
     warned: HashSet<i64>,
     /// The last signal delivered: (thread, pc), to check a fatal end.
     last_delivery: Option<(Tid, u64)>,
+    sync_trace: SyncTrace,
 }
 
 /// Replays `trace` on one core and validates it against the log. Errors
 /// are weft's own problems (the program cannot be started, ptrace fails);
 /// an invalid replay is an [`Outcome::Invalid`].
-pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
+pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
     let meta = &trace.meta;
     let exe = executable(trace)?;
     let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
@@ -203,6 +236,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         clear_child_tid: 0,
         steps: 0,
         woken: false,
+        last_event: None,
     };
     let mut session = Session {
         trace,
@@ -213,6 +247,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         by_rec: HashMap::from([(meta.pid, 0)]),
         pos: 0,
         sync_count: 0,
+        granted: None,
         futexes: Queues::default(),
         sync: SyncPoints::default(),
         thread_events,
@@ -220,16 +255,28 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Outcome> {
         watchdog: Watchdog::start(opts.livelock_timeout),
         warned: HashSet::new(),
         last_delivery: None,
+        sync_trace: SyncTrace::new(opts.sync_trace_len),
     };
-    let outcome = session.run();
-    if outcome.is_err() || matches!(outcome, Ok(Outcome::Invalid(_))) {
-        session.kill();
-    }
-    if let Some(d) = &session.digest {
-        eprintln!("weft: digest {:016x} ({} scheduling points)", d.value(), d.points());
-    }
-    outcome
+    let outcome = match session.run() {
+        Ok(Ok(valid)) => valid,
+        Ok(Err(failure)) => {
+            session.kill();
+            Outcome::Invalid(failure)
+        }
+        Err(e) => {
+            session.kill();
+            return Err(e);
+        }
+    };
+    Ok(Report {
+        outcome,
+        sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
+        digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
+    })
 }
+
+/// A finished replay: valid, or the failure that stopped it.
+type Ended = std::result::Result<Outcome, Failure>;
 
 /// The executable to run: the recorded path when its contents are
 /// unchanged (so the initial stack is laid out exactly as recorded),
@@ -263,7 +310,7 @@ fn executable(trace: &Trace) -> Result<PathBuf> {
 }
 
 impl Session<'_> {
-    fn run(&mut self) -> Result<Outcome> {
+    fn run(&mut self) -> Result<Ended> {
         let mut cur = 0;
         loop {
             if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
@@ -272,7 +319,7 @@ impl Session<'_> {
                     Advance::End(end) => return self.finish(end),
                     Advance::Livelock(pc) => {
                         let seconds = self.opts.livelock_timeout.as_secs();
-                        return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
+                        return Ok(Err(Failure::Livelock { at: self.position(cur), pc, seconds }));
                     }
                 }
             }
@@ -282,12 +329,15 @@ impl Session<'_> {
                 Step::Stay => self.note(cur),
                 Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
                     Ok(next) => {
+                        if self.granted != Some(next) {
+                            self.granted = None;
+                        }
                         cur = next;
                         self.note(cur);
                     }
-                    Err(failure) => return Ok(Outcome::Invalid(failure)),
+                    Err(failure) => return Ok(Err(failure)),
                 },
-                Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
+                Step::Fail(failure) => return Ok(Err(failure)),
                 Step::End(end) => return self.finish(end),
             }
         }
@@ -437,6 +487,7 @@ impl Session<'_> {
             let observed = format!("tid {me} @{:#x}  {}", self.label_of(&observed), why);
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), expected: expected.to_string(), observed }));
         }
+        self.threads[i].last_event = Some(self.pos);
         self.pos += 1;
         self.threads[i].steps = 0;
         self.apply(i, observed, expected)
@@ -600,7 +651,7 @@ impl Session<'_> {
 
     /// The program's writes to stdout and stderr appear on ours.
     fn echo_output(&self, e: &Entry, s: &Syscall) -> Result<()> {
-        if !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
+        if self.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
             return Ok(());
         }
         let mut rd = |a: u64| self.mem.read_u64(a).ok();
@@ -743,7 +794,8 @@ impl Session<'_> {
             regs: ptrace::getregs(child)?,
             clear_child_tid: if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
             steps: 0,
-                woken: false,
+            woken: false,
+            last_event: None,
         });
         Ok(())
     }
@@ -808,13 +860,41 @@ impl Session<'_> {
 
     /// A synchronization point: preempt as the schedule says, else switch
     /// to the thread of the log's next event when it can run.
+    ///
+    /// A thread preempted to keeps running through its next synchronization
+    /// operation (its first point is a no-op): switching to a thread only
+    /// to have the log order switch back at its lock entry could not
+    /// reorder any critical section. This is how weft reads seed 000's
+    /// `sync<n,t>`: t runs one synchronized block.
     fn sync_point(&mut self, i: usize) -> Step {
         self.sync_count += 1;
-        let to = match self.opts.schedule.preemption_at(self.sync_count) {
-            Some(rec) => self.by_rec.get(&rec).copied(),
-            None => self.next_owner(),
-        };
-        match to {
+        let granted = self.granted.take() == Some(i);
+        if self.sync_trace.wanted() {
+            let t = &self.threads[i];
+            let switchable = (0..self.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
+            let record = SyncRecord {
+                n: self.sync_count,
+                tid: t.rec,
+                label: t.regs.rip,
+                next_event: self.pos,
+                last_event: t.last_event,
+                switchable: switchable.map(|j| self.threads[j].rec).collect(),
+            };
+            self.sync_trace.push(record);
+        }
+        if granted {
+            return Step::Stay;
+        }
+        let preempt = self.opts.schedule.preemption_at(self.sync_count).and_then(|rec| self.by_rec.get(&rec).copied());
+        match preempt {
+            Some(j) if j == i => return Step::Stay,
+            Some(j) if self.runnable(j) => {
+                self.granted = Some(j);
+                return Step::Switch(Some(j));
+            }
+            _ => {}
+        }
+        match self.next_owner() {
             Some(j) if j != i && self.runnable(j) => Step::Switch(Some(j)),
             _ => Step::Stay,
         }
@@ -868,6 +948,17 @@ impl Session<'_> {
         !matches!(self.threads[j].at, At::Blocked(_) | At::Exited)
     }
 
+    /// Whether switching to thread `j` would run some of its code: it is
+    /// free, or about to make a futex call; a thread waiting for its turn
+    /// at a logged event would only hand control back.
+    fn switchable(&self, j: usize) -> bool {
+        match self.threads[j].at {
+            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync => true,
+            At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
+            At::Fault(_) | At::Blocked(_) | At::Exited => false,
+        }
+    }
+
     fn position(&self, i: usize) -> Position {
         Position { event: self.pos as u64, tid: self.threads[i].rec, steps: self.threads[i].steps }
     }
@@ -875,8 +966,7 @@ impl Session<'_> {
     /// Records a scheduling decision in the digest.
     fn note(&mut self, cur: usize) {
         let Some(d) = self.digest.as_mut() else { return };
-        let point = d.add(self.pos as u64, self.threads[cur].rec, self.threads.iter().map(|t| (t.rec, &t.regs)));
-        eprintln!("weft-digest {} event {} thread {} {:016x}", d.points(), self.pos, self.threads[cur].rec, point);
+        d.add(self.pos as u64, self.threads[cur].rec, self.threads.iter().map(|t| (t.rec, &t.regs)));
     }
 
     /// Skips the syscall thread `i` is entering and makes it return `result`.
@@ -934,7 +1024,7 @@ impl Session<'_> {
     }
 
     /// Compares how the replay ended with the log's end event.
-    fn finish(&mut self, end: ProcessEnd) -> Result<Outcome> {
+    fn finish(&mut self, end: ProcessEnd) -> Result<Ended> {
         let observed = match end {
             ProcessEnd::Exited(code) => format!("exited with status {code}"),
             ProcessEnd::Killed(signo) => {
@@ -944,10 +1034,11 @@ impl Session<'_> {
         };
         let Some(expected) = self.trace.events.get(self.pos) else {
             let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
-            return Ok(Outcome::Invalid(Failure::IncompleteTrace { matched: self.pos as u64, why }));
+            return Ok(Err(Failure::IncompleteTrace { matched: self.pos as u64, why }));
         };
         let EventKind::End(recorded) = &expected.kind else {
-            return Ok(Outcome::Invalid(Failure::WrongEnd {
+            return Ok(Err(Failure::WrongEnd {
+                event: self.pos as u64,
                 expected: format!("event #{} {expected}", self.pos),
                 observed: format!("the program {observed}"),
             }));
@@ -960,9 +1051,9 @@ impl Session<'_> {
             _ => false,
         };
         if !same {
-            return Ok(Outcome::Invalid(Failure::WrongEnd { expected: recorded.to_string(), observed }));
+            return Ok(Err(Failure::WrongEnd { event: self.pos as u64, expected: recorded.to_string(), observed }));
         }
-        Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 })
+        Ok(Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 }))
     }
 
     /// Ends the replayed process after a failure.

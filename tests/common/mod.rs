@@ -26,7 +26,10 @@ pub fn program(name: &str) -> PathBuf {
     if !out.exists() {
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
-        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        // Tests run in threads of one process: each compiles to its own file.
+        static COMPILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = out.with_extension(format!("tmp{n}"));
         let st = Command::new("cc")
             .args(["-O1", "-g", "-pthread", "-o"])
             .arg(&tmp)

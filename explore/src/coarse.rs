@@ -1,0 +1,95 @@
+//! Coarse-grained exploration of one replay failure (seed 000 §4.2,
+//! Algorithm 1 with m = 1): try a single preemption at each
+//! synchronization operation of the window, the latest first, switching to
+//! each other thread in the order of its first event in the rest of the
+//! log; keep the first that lets the replay get past the inconsistent event.
+
+use crate::window::{ThreadEvents, Window};
+use weft_record::{Event, Tid};
+use weft_replay::{Preemption, SyncRecord};
+
+/// The preemptions Algorithm 1 tries for a failure at `alpha_x`, in the
+/// order it tries them, within the window widened `widen` times and not
+/// already in the window widened `widen - 1` times; `None` when the
+/// narrower window already held every operation of the sync trace. `sync_trace` is the failed replay's (oldest first);
+/// `after` is the synchronization count of the schedule's last admitted
+/// preemption, before which the schedule is final.
+pub fn candidates(
+    events: &[Event],
+    index: &ThreadEvents,
+    alpha_x: usize,
+    widen: usize,
+    sync_trace: &[SyncRecord],
+    after: u64,
+) -> Option<Vec<Preemption>> {
+    let window = Window::of(events, index, alpha_x, widen);
+    let tried = widen.checked_sub(1).map(|w| Window::of(events, index, alpha_x, w));
+    let open = |s: &&SyncRecord| s.n > after && !tried.as_ref().is_some_and(|t| t.contains(s));
+    if !sync_trace.iter().any(|s| open(&s)) {
+        return None;
+    }
+    let new = |s: &&SyncRecord| open(s) && window.contains(s);
+    let mut out = Vec::new();
+    for sync in sync_trace.iter().rev().filter(new) {
+        for to in targets(events, index, sync) {
+            out.push(Preemption { sync: sync.n, to });
+        }
+    }
+    Some(out)
+}
+
+/// Lines 3-5 of Algorithm 1: the threads to switch to at `sync`, sorted by
+/// their first event in the log from α on (a thread that appears later is
+/// less likely to be part of the interleaving). The thread the default
+/// replay picks there is left out: trying it changes nothing.
+fn targets(events: &[Event], index: &ThreadEvents, sync: &SyncRecord) -> Vec<Tid> {
+    let owner = events.get(sync.next_event).map(|e| e.tid);
+    let default = match owner {
+        Some(o) if sync.switchable.contains(&o) => o,
+        _ => sync.tid,
+    };
+    let mut threads: Vec<Tid> = sync.switchable.iter().copied().chain([sync.tid]).filter(|&t| t != default).collect();
+    threads.sort_by_key(|&t| (index.first_from(t, sync.next_event).unwrap_or(usize::MAX), t));
+    threads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_record::EventKind;
+
+    fn log(owners: &[Tid]) -> Vec<Event> {
+        owners.iter().map(|&tid| Event { tid, label: 0, kind: EventKind::Rdtsc { tsc: 0, aux: None, len: 2 } }).collect()
+    }
+
+    fn sync(n: u64, tid: Tid, next_event: usize, last_event: Option<usize>, switchable: &[Tid]) -> SyncRecord {
+        SyncRecord { n, tid, label: 0, next_event, last_event, switchable: switchable.to_vec() }
+    }
+
+    /// The example after Algorithm 1 (Fig. 9): at a synchronization of T3,
+    /// the default goes on with the log's next thread; the others are tried
+    /// by their first event in the rest of the log (#6 of T1, #8 of T2).
+    #[test]
+    fn backward_order_and_thread_order() {
+        let events = log(&[2, 1, 1, 3, 1, 1, 3, 2]);
+        let index = ThreadEvents::new(&events);
+        let trace = [
+            sync(1, 2, 1, Some(0), &[1, 3]),
+            sync(2, 3, 4, Some(3), &[1, 2]),
+            sync(3, 3, 5, Some(3), &[1, 2]),
+        ];
+        let c = candidates(&events, &index, 6, 0, &trace, 0).unwrap();
+        let got: Vec<(u64, Tid)> = c.iter().map(|p| (p.sync, p.to)).collect();
+        // Latest first. At n=3 the next event (#6) is T1's, so the default
+        // goes to T1; the others are T3 itself (#7) then T2 (#8).
+        assert_eq!(&got[..2], &[(3, 3), (3, 2)]);
+        // At n=2 the next event (#5) is T1's again.
+        assert_eq!(&got[2..4], &[(2, 3), (2, 2)]);
+        // n=1 is T2's, in its window from α1 on; next event #2 is T1's.
+        assert_eq!(&got[4..], &[(1, 3), (1, 2)]);
+        // Operations at or before the last admitted preemption are final.
+        assert_eq!(candidates(&events, &index, 6, 0, &trace, 2).unwrap().len(), 2);
+        // The first window already holds every operation: nothing to widen.
+        assert_eq!(candidates(&events, &index, 6, 1, &trace, 0), None);
+    }
+}

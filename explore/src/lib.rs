@@ -1,0 +1,21 @@
+//! weft's schedule search: when a single-core replay fails, find the
+//! preemptions that make it reproduce every logged event (seed 000 §4).
+//!
+//! Data flow: [`search`] runs a replay (`weft-replay`); on a failure it
+//! takes the inconsistent event α_x and the replay's synchronization trace,
+//! computes the exploration window (`window.rs`, §4.1), lists the
+//! coarse-grained preemptions Algorithm 1 tries (`coarse.rs`, §4.2), and
+//! replays with each until one gets past α_x; that preemption is admitted
+//! to the schedule and the search goes on from the next failure. Start
+//! with `search.rs`.
+//!
+//! Not yet here: fine-grained exploration (§4.3, reordering racy memory
+//! accesses), more than one preemption per failure (m > 1), the failure
+//! caches (§5), and checkpoints to restart attempts from.
+
+mod coarse;
+mod search;
+mod window;
+
+pub use search::{search, ExploreOptions, Exploration};
+pub use window::{ThreadEvents, Window};

@@ -1,0 +1,61 @@
+//! Schedule exploration (seed 000 §4): a recording whose interleaving the
+//! log does not capture replays invalid in log order; `weft replay -a`
+//! finds the preemption that makes it valid, prints the output once, and
+//! saves the schedule so the next replay needs no search.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+
+/// Records lockorder until the run took the common multi-core order (the
+/// adder first: x=4); a rare run that did not is recorded again.
+fn record_adder_first(name: &str) -> std::path::PathBuf {
+    let prog = program("lockorder");
+    for attempt in 0..5 {
+        let trace = trace_dir(&format!("{name}-{attempt}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        if rec.stdout == b"x=4\n" {
+            return trace;
+        }
+    }
+    panic!("five recordings of lockorder all ran the doubler first");
+}
+
+#[test]
+fn exploration_finds_the_lock_order_the_log_missed() {
+    let trace = record_adder_first("lockorder");
+    let plain = replay(&trace, &["--no-explore"]);
+    assert_eq!(plain.status.code(), Some(2), "{}", err(&plain));
+    assert!(err(&plain).contains("unmatched event") && err(&plain).contains("writing different bytes"), "{}", err(&plain));
+    assert!(!err(&plain).contains("exploring"), "--no-explore explores nothing: {}", err(&plain));
+    assert!(!trace.join("schedule").exists());
+
+    let explored = replay(&trace, &[]);
+    assert_eq!(explored.status.code(), Some(0), "{}", err(&explored));
+    assert_eq!(explored.stdout, b"x=4\n", "the output appears once, as recorded");
+    assert!(err(&explored).contains("exploring") && err(&explored).contains("gets past event"), "{}", err(&explored));
+    let saved = std::fs::read_to_string(trace.join("schedule")).unwrap();
+    assert!(saved.lines().any(|l| l.contains(':') && !l.starts_with('#')), "{saved}");
+
+    let again = replay(&trace, &["--digest"]);
+    assert_eq!(again.status.code(), Some(0), "{}", err(&again));
+    assert_eq!(again.stdout, b"x=4\n");
+    assert!(!err(&again).contains("exploring"), "the saved schedule needs no search: {}", err(&again));
+    let digest = |o: &std::process::Output| err(o).lines().filter(|l| l.starts_with("weft: digest")).map(String::from).collect::<Vec<_>>();
+    assert_eq!(digest(&again), digest(&replay(&trace, &["--digest"])), "same schedule, same digest");
+}
+
+/// An explicit schedule replaces the saved one, and a bad one is refused
+/// with the line that is wrong.
+#[test]
+fn explicit_and_malformed_schedules() {
+    let trace = record_adder_first("lockorder-schedules");
+    let bad = replay(&trace, &["--preempt", "x:1"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(err(&bad).contains("bad preemption \"x:1\""), "{}", err(&bad));
+    std::fs::write(trace.join("schedule"), "3:oops\n").unwrap();
+    let bad = replay(&trace, &[]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(err(&bad).contains("schedule") && err(&bad).contains("oops"), "{}", err(&bad));
+}
