@@ -1,8 +1,14 @@
 //! Coarse-grained exploration of one replay failure (seed 000 §4.2,
 //! Algorithm 1 with m = 1): try a single preemption at each
-//! synchronization operation of the window, the latest first, switching to
-//! each other thread in the order of its first event in the rest of the
-//! log; keep the first that lets the replay get past the inconsistent event.
+//! synchronization operation of the window, switching to each other thread
+//! in the order of its first event in the rest of the log; keep the first
+//! that lets the replay get past the inconsistent event.
+//!
+//! Order of the operations: the paper goes backward from the failure. In
+//! real programs the decisive operation is as often at the window's start
+//! (which thread took which piece of work) as at its end, so weft takes
+//! them from both ends alternately: the latest, the earliest, the second
+//! latest, and so on. Every operation is still tried.
 
 use crate::window::{ThreadEvents, Window};
 use weft_record::{Event, Tid};
@@ -11,9 +17,10 @@ use weft_replay::{Preemption, SyncRecord};
 /// The preemptions Algorithm 1 tries for a failure at `alpha_x`, in the
 /// order it tries them, within the window widened `widen` times and not
 /// already in the window widened `widen - 1` times; `None` when the
-/// narrower window already held every operation of the sync trace. `sync_trace` is the failed replay's (oldest first);
-/// `after` is the synchronization count of the schedule's last admitted
-/// preemption, before which the schedule is final.
+/// narrower window already held every operation of the sync trace.
+/// `sync_trace` is the failed replay's (oldest first); `after` is the
+/// synchronization count of the schedule's last admitted preemption,
+/// before which the schedule is final.
 pub fn candidates(
     events: &[Event],
     index: &ThreadEvents,
@@ -28,14 +35,30 @@ pub fn candidates(
     if !sync_trace.iter().any(|s| open(&s)) {
         return None;
     }
-    let new = |s: &&SyncRecord| open(s) && window.contains(s);
+    let new: Vec<&SyncRecord> = sync_trace.iter().filter(|s| open(s) && window.contains(s)).collect();
     let mut out = Vec::new();
-    for sync in sync_trace.iter().rev().filter(new) {
+    for sync in from_both_ends(&new) {
         for to in targets(events, index, sync) {
             out.push(Preemption { sync: sync.n, to });
         }
     }
     Some(out)
+}
+
+/// `items` (oldest first) as latest, earliest, second latest, second
+/// earliest, ...
+fn from_both_ends<T: Copy>(items: &[T]) -> Vec<T> {
+    let (mut lo, mut hi) = (0, items.len());
+    let mut out = Vec::with_capacity(items.len());
+    while lo < hi {
+        hi -= 1;
+        out.push(items[hi]);
+        if lo < hi {
+            out.push(items[lo]);
+            lo += 1;
+        }
+    }
+    out
 }
 
 /// Lines 3-5 of Algorithm 1: the threads to switch to at `sync`, sorted by
@@ -83,12 +106,14 @@ mod tests {
         // Latest first. At n=3 the next event (#6) is T1's, so the default
         // goes to T1; the others are T3 itself (#7) then T2 (#8).
         assert_eq!(&got[..2], &[(3, 3), (3, 2)]);
+        // Then the earliest: n=1 is T2's, in its window from α1 on; the
+        // next event #2 is T1's.
+        assert_eq!(&got[2..4], &[(1, 3), (1, 2)]);
         // At n=2 the next event (#5) is T1's again.
-        assert_eq!(&got[2..4], &[(2, 3), (2, 2)]);
-        // n=1 is T2's, in its window from α1 on; next event #2 is T1's.
-        assert_eq!(&got[4..], &[(1, 3), (1, 2)]);
+        assert_eq!(&got[4..], &[(2, 3), (2, 2)]);
         // Operations at or before the last admitted preemption are final.
         assert_eq!(candidates(&events, &index, 6, 0, &trace, 2).unwrap().len(), 2);
+        assert_eq!(from_both_ends(&[1, 2, 3, 4, 5]), [5, 1, 4, 2, 3]);
         // The first window already holds every operation: nothing to widen.
         assert_eq!(candidates(&events, &index, 6, 1, &trace, 0), None);
     }

@@ -1,7 +1,13 @@
 //! The incremental, demand-driven search (seed 000 §4): replay; when the
 //! replay fails, explore sub-schedules in the window of the inconsistent
 //! event; admit the first preemption that gets the replay past it; go on
-//! from the new failure until the replay is valid or nothing helps.
+//! from the new failure until the replay is valid.
+//!
+//! An admitted preemption is tentative, as in the paper's recursive
+//! version of Algorithm 1: when no preemption gets past a later failure,
+//! the search takes the last admitted one back and tries the next
+//! candidate for the failure it had passed (depth-first, within a budget
+//! of replays).
 //!
 //! weft has no checkpoints yet, so every attempt replays from the start.
 //! Replays are deterministic, so an attempt reaches the window in exactly
@@ -10,13 +16,12 @@
 use crate::coarse;
 use crate::window::ThreadEvents;
 use anyhow::Result;
+use std::collections::VecDeque;
 use std::time::Duration;
 use weft_record::Trace;
 use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule};
 
-/// Synchronization records a failed replay keeps for its window: the
-/// search tries preemptions backward from the failure, and an attempt
-/// budget stops it long before it could use more.
+/// Synchronization records a failed replay keeps for its window.
 const SYNC_TRACE_LEN: usize = 4096;
 
 /// How to search.
@@ -41,11 +46,9 @@ impl Default for ExploreOptions {
 /// The result of a search.
 #[derive(Debug)]
 pub struct Exploration {
-    /// The last replay: valid, or the failure no single preemption in its
-    /// window could get past.
+    /// A valid replay, or else the replay that got furthest.
     pub report: Report,
-    /// The schedule of that replay: the starting one plus the admitted
-    /// preemptions.
+    /// The schedule of that replay.
     pub schedule: Schedule,
     /// Replays run, the first included.
     pub attempts: usize,
@@ -56,95 +59,125 @@ pub struct Exploration {
 /// program wrote is echoed once, by the first replay that gets to it.
 /// Errors are weft's own (a replay could not run), not replay failures.
 pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
-    let index = ThreadEvents::new(&trace.events);
-    let mut search = Search { trace, opts, schedule: opts.replay.schedule.clone(), echo_from: 0, attempts: 0 };
-    let mut report = search.attempt(search.schedule.clone())?;
-    while let Outcome::Invalid(failure) = &report.outcome {
-        let Some(alpha_x) = failure.event() else { break };
+    let mut search = Search { trace, opts, index: ThreadEvents::new(&trace.events), echo_from: 0, attempts: 0 };
+    let base = opts.replay.schedule.preemptions().to_vec();
+    let first = search.attempt(&base)?;
+    let mut best = Exploration { schedule: Schedule::new(base.clone()), report: first, attempts: 0 };
+    let mut stack: Vec<Failed> = Vec::new();
+    let mut admitted: Vec<Preemption> = Vec::new();
+    stack.extend(search.failed(&best.report, &base, &admitted));
+    while let Some(top) = stack.last_mut() {
         if search.attempts >= opts.max_attempts {
+            eprintln!("weft: exploration stopped after {} replays (the limit)", search.attempts);
             break;
         }
-        match search.explore(&index, alpha_x, failure.kind(), &report)? {
-            Some((p, next)) => {
-                search.schedule = search.schedule.with(p);
-                eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}", p.sync, p.to);
-                report = next;
+        let Some(p) = top.next_candidate(&search.index, trace) else {
+            let stuck = top.alpha_x;
+            stack.pop();
+            if let Some(p) = admitted.pop() {
+                eprintln!("weft: nothing gets past event {stuck}; taking back sync<{},{}>", p.sync, p.to);
             }
+            continue;
+        };
+        let alpha_x = top.alpha_x;
+        let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
+        let attempt = search.attempt(&schedule)?;
+        if reached(&attempt.outcome) <= alpha_x {
+            continue;
+        }
+        eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}", p.sync, p.to);
+        admitted.push(p);
+        let next = search.failed(&attempt, &base, &admitted);
+        if reached(&attempt.outcome) > reached(&best.report.outcome) {
+            best = Exploration { schedule: Schedule::new(schedule), report: attempt, attempts: 0 };
+        }
+        match next {
+            Some(f) => stack.push(f),
             None => break,
         }
     }
-    Ok(Exploration { report, schedule: search.schedule, attempts: search.attempts })
+    best.attempts = search.attempts;
+    Ok(best)
+}
+
+/// A failure being explored: its inconsistent event, its replay's sync
+/// trace, and the candidates not yet tried.
+struct Failed {
+    alpha_x: usize,
+    kind: &'static str,
+    sync_trace: Vec<weft_replay::SyncRecord>,
+    /// The synchronization count of the last preemption already admitted.
+    after: u64,
+    widen: usize,
+    queue: VecDeque<Preemption>,
+    exhausted: bool,
+}
+
+impl Failed {
+    /// The next preemption to try, widening the window when the current
+    /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
+    /// nothing left.
+    fn next_candidate(&mut self, index: &ThreadEvents, trace: &Trace) -> Option<Preemption> {
+        while self.queue.is_empty() && !self.exhausted {
+            let found = coarse::candidates(&trace.events, index, self.alpha_x, self.widen, &self.sync_trace, self.after);
+            match found {
+                None => self.exhausted = true,
+                Some(tries) if !tries.is_empty() => {
+                    let which = match self.widen {
+                        0 => "its window".to_string(),
+                        w => format!("the window widened {w}x"),
+                    };
+                    eprintln!(
+                        "weft: replay failed at event {} ({}); exploring {} preemptions in {which} (seed 000 §4.2)",
+                        self.alpha_x,
+                        self.kind,
+                        tries.len()
+                    );
+                    self.queue = tries.into();
+                }
+                Some(_) => {}
+            }
+            self.widen += 1;
+        }
+        self.queue.pop_front()
+    }
 }
 
 struct Search<'a> {
     trace: &'a Trace,
     opts: &'a ExploreOptions,
-    schedule: Schedule,
+    index: ThreadEvents,
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
 }
 
 impl Search<'_> {
-    /// Explores the window of the failure at `alpha_x`, widening it while
-    /// it holds no solution: the first preemption that gets past it.
-    fn explore(
-        &mut self,
-        index: &ThreadEvents,
-        alpha_x: usize,
-        kind: &str,
-        failed: &Report,
-    ) -> Result<Option<(Preemption, Report)>> {
-        let after = self.schedule.preemptions().last().map_or(0, |p| p.sync);
-        let events = &self.trace.events;
-        for widen in 0.. {
-            let Some(tries) = coarse::candidates(events, index, alpha_x, widen, &failed.sync_trace, after) else {
-                break;
-            };
-            if tries.is_empty() {
-                continue;
-            }
-            let which = if widen == 0 { "its window".to_string() } else { format!("the window widened {widen}x") };
-            eprintln!(
-                "weft: replay failed at event {alpha_x} ({kind}); exploring {} preemptions in {which} (seed 000 §4.2)",
-                tries.len()
-            );
-            if let Some(found) = self.first_past(alpha_x, tries)? {
-                return Ok(Some(found));
-            }
-            if self.attempts >= self.opts.max_attempts {
-                eprintln!("weft: exploration stopped after {} replays (the limit)", self.attempts);
-                break;
-            }
-        }
-        Ok(None)
+    /// The failure `report` describes, to explore; `None` when the replay
+    /// was valid or failed in a way no schedule can fix.
+    fn failed(&self, report: &Report, base: &[Preemption], admitted: &[Preemption]) -> Option<Failed> {
+        let Outcome::Invalid(failure) = &report.outcome else { return None };
+        let after = base.iter().chain(admitted).map(|p| p.sync).max().unwrap_or(0);
+        Some(Failed {
+            alpha_x: failure.event()?,
+            kind: failure.kind(),
+            sync_trace: report.sync_trace.clone(),
+            after,
+            widen: 0,
+            queue: VecDeque::new(),
+            exhausted: false,
+        })
     }
 
-    /// Algorithm 1, lines 5-10: the first preemption whose replay gets
-    /// past `alpha_x`, with that replay's report.
-    fn first_past(&mut self, alpha_x: usize, tries: Vec<Preemption>) -> Result<Option<(Preemption, Report)>> {
-        for (k, p) in tries.into_iter().enumerate() {
-            if self.attempts >= self.opts.max_attempts {
-                return Ok(None);
-            }
-            let report = self.attempt(self.schedule.with(p))?;
-            tracing::debug!(try_index = k, sync = p.sync, to = p.to, reached = reached(&report.outcome), "attempt");
-            if reached(&report.outcome) > alpha_x {
-                return Ok(Some((p, report)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// One replay under `schedule`.
-    fn attempt(&mut self, schedule: Schedule) -> Result<Report> {
+    /// One replay under `preemptions`.
+    fn attempt(&mut self, preemptions: &[Preemption]) -> Result<Report> {
         let base = &self.opts.replay;
         let livelock_timeout = match self.attempts {
             0 => base.livelock_timeout,
             _ => base.livelock_timeout.min(self.opts.attempt_timeout),
         };
         let opts = ReplayOptions {
-            schedule,
+            schedule: Schedule::new(preemptions.to_vec()),
             livelock_timeout,
             echo_from: self.echo_from,
             sync_trace_len: SYNC_TRACE_LEN,
@@ -152,6 +185,7 @@ impl Search<'_> {
         };
         self.attempts += 1;
         let report = replay(self.trace, &opts)?;
+        tracing::debug!(attempt = self.attempts, ?preemptions, reached = reached(&report.outcome), "replayed");
         self.echo_from = self.echo_from.max(reached(&report.outcome));
         Ok(report)
     }
