@@ -16,11 +16,10 @@ fn check(name: &str, bin: &str, package: &str, args: &[&str]) {
     assert!(rec.stdout.len() > 1000, "the program produced its output");
 }
 
-/// Known to fail: pbzip2's writer re-checks a block that consumer threads
-/// finish concurrently; on one core the log order alone does not decide
-/// which check passes. Needs schedule exploration (seed 000 §4).
+/// pbzip2's writer polls for blocks that consumer threads finish
+/// concurrently; on one core the log order alone does not decide which poll
+/// succeeds, so the replay needs several preemptions found by exploration.
 #[test]
-#[ignore = "replay diverges without schedule exploration (seed 000 §4)"]
 fn pbzip2_two_threads() {
     let input = text_file("pbzip2-input.txt", 6);
     check("pbzip2", "pbzip2", "pbzip2", &["-p2", "-c", input.to_str().unwrap()]);
