@@ -6,12 +6,13 @@
 //! computes the exploration window (`window.rs`, §4.1), lists the
 //! coarse-grained preemptions Algorithm 1 tries (`coarse.rs`, §4.2), and
 //! replays with each until one gets past α_x; that preemption is admitted
-//! to the schedule and the search goes on from the next failure. Start
+//! to the schedule and the search goes on from the next failure, taking
+//! admitted preemptions back when a later failure cannot be passed. Start
 //! with `search.rs`.
 //!
 //! Not yet here: fine-grained exploration (§4.3, reordering racy memory
-//! accesses), more than one preemption per failure (m > 1), the failure
-//! caches (§5), and checkpoints to restart attempts from.
+//! accesses), the failure caches (§5), and checkpoints to restart attempts
+//! from (each attempt replays from the start).
 
 mod coarse;
 mod search;
