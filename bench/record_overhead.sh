@@ -40,18 +40,21 @@ bench() {
   done
   # The last trace: explore once (seed 000 §4) if the log order fails,
   # then time replays under the schedule found (saved in the trace).
-  local found
+  local found n r p
   found=$("$weft" replay -a --max-attempts "$attempts" "$work/trace" 2>&1 >/dev/null \
-    | grep -E '^weft: (replay valid|replay failed|schedule .* found)' | cut -c7-70 | paste -sd';' || true)
+    | grep -E '^weft: (replay valid|replay failed:|schedule .* found)' | cut -c7-80 | paste -sd';' || true)
+  n=$(printf '%s\n' "${native[@]}" | median)
+  r=$(printf '%s\n' "${record[@]}" | median)
+  printf '%-14s native %6.2fs  record %6.2fs (x%.3f)  ' "$name" "$n" "$r" "$(echo "$r / $n" | bc -l)"
+  if [[ $found != *"replay valid"* ]]; then
+    echo "replay invalid [$found]"
+    return
+  fi
   for i in $(seq "$runs"); do
     replay+=("$(seconds "$weft" replay -a --no-explore "$work/trace")")
   done
-  local n r p
-  n=$(printf '%s\n' "${native[@]}" | median)
-  r=$(printf '%s\n' "${record[@]}" | median)
   p=$(printf '%s\n' "${replay[@]}" | median)
-  printf '%-14s native %6.2fs  record %6.2fs (x%.3f)  replay %6.2fs (x%.2f)  [%s]\n' \
-    "$name" "$n" "$r" "$(echo "$r / $n" | bc -l)" "$p" "$(echo "$p / $n" | bc -l)" "$found"
+  printf 'replay %6.2fs (x%.2f)  [%s]\n' "$p" "$(echo "$p / $n" | bc -l)" "$found"
 }
 echo "input: ${size} MB, ${runs} runs each, median; $(nproc) cores"
 for p in $programs; do
