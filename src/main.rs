@@ -96,9 +96,10 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let dir = dirs::resolve_trace(trace.as_deref())?;
             let saved = dir.join(SCHEDULE_FILE);
-            let schedule = match preempt.is_empty() {
-                true => weft_replay::Schedule::load(&saved)?,
-                false => weft_replay::Schedule::parse(&preempt)?,
+            let schedule = if preempt.is_empty() {
+                weft_replay::Schedule::load(&saved)?
+            } else {
+                weft_replay::Schedule::parse(&preempt)?
             };
             let replay_opts = weft_replay::ReplayOptions {
                 schedule,
@@ -201,7 +202,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
         weft_replay::Outcome::Invalid(failure) => {
             eprintln!("weft: replay failed: {failure}");
             if found.attempts > 1 {
-                eprintln!("weft: no schedule found in {} replays (last tried: {})", found.attempts, found.schedule);
+                eprintln!("weft: no schedule found in {} replays (the furthest: {})", found.attempts, found.schedule);
             }
             Ok(2)
         }

@@ -46,7 +46,8 @@ impl Default for ExploreOptions {
 /// The result of a search.
 #[derive(Debug)]
 pub struct Exploration {
-    /// A valid replay, or else the replay that got furthest.
+    /// A valid replay, or else the replay that got furthest (its sync trace
+    /// went to the search).
     pub report: Report,
     /// The schedule of that replay.
     pub schedule: Schedule,
@@ -61,11 +62,11 @@ pub struct Exploration {
 pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
     let mut search = Search { trace, opts, index: ThreadEvents::new(&trace.events), echo_from: 0, attempts: 0 };
     let base = opts.replay.schedule.preemptions().to_vec();
-    let first = search.attempt(&base)?;
-    let mut best = Exploration { schedule: Schedule::new(base.clone()), report: first, attempts: 0 };
+    let mut best = search.attempt(&base)?;
+    let mut best_schedule = base.clone();
     let mut stack: Vec<Failed> = Vec::new();
     let mut admitted: Vec<Preemption> = Vec::new();
-    stack.extend(search.failed(&best.report, &base, &admitted));
+    stack.extend(Failed::of(&mut best, &base));
     while let Some(top) = stack.last_mut() {
         if search.attempts >= opts.max_attempts {
             eprintln!("weft: exploration stopped after {} replays (the limit)", search.attempts);
@@ -81,23 +82,22 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         };
         let alpha_x = top.alpha_x;
         let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
-        let attempt = search.attempt(&schedule)?;
+        let mut attempt = search.attempt(&schedule)?;
         if reached(&attempt.outcome) <= alpha_x {
             continue;
         }
         eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}", p.sync, p.to);
         admitted.push(p);
-        let next = search.failed(&attempt, &base, &admitted);
-        if reached(&attempt.outcome) > reached(&best.report.outcome) {
-            best = Exploration { schedule: Schedule::new(schedule), report: attempt, attempts: 0 };
+        let next = Failed::of(&mut attempt, &schedule);
+        if reached(&attempt.outcome) > reached(&best.outcome) {
+            (best, best_schedule) = (attempt, schedule);
         }
         match next {
             Some(f) => stack.push(f),
             None => break,
         }
     }
-    best.attempts = search.attempts;
-    Ok(best)
+    Ok(Exploration { report: best, schedule: Schedule::new(best_schedule), attempts: search.attempts })
 }
 
 /// A failure being explored: its inconsistent event, its replay's sync
@@ -114,6 +114,22 @@ struct Failed {
 }
 
 impl Failed {
+    /// The failure `report` describes, to explore under `schedule`; its
+    /// sync trace moves here. `None` when the replay was valid or failed in
+    /// a way no schedule can fix.
+    fn of(report: &mut Report, schedule: &[Preemption]) -> Option<Self> {
+        let Outcome::Invalid(failure) = &report.outcome else { return None };
+        Some(Failed {
+            alpha_x: failure.event()?,
+            kind: failure.kind(),
+            sync_trace: std::mem::take(&mut report.sync_trace),
+            after: schedule.iter().map(|p| p.sync).max().unwrap_or(0),
+            widen: 0,
+            queue: VecDeque::new(),
+            exhausted: false,
+        })
+    }
+
     /// The next preemption to try, widening the window when the current
     /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
     /// nothing left.
@@ -153,22 +169,6 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// The failure `report` describes, to explore; `None` when the replay
-    /// was valid or failed in a way no schedule can fix.
-    fn failed(&self, report: &Report, base: &[Preemption], admitted: &[Preemption]) -> Option<Failed> {
-        let Outcome::Invalid(failure) = &report.outcome else { return None };
-        let after = base.iter().chain(admitted).map(|p| p.sync).max().unwrap_or(0);
-        Some(Failed {
-            alpha_x: failure.event()?,
-            kind: failure.kind(),
-            sync_trace: report.sync_trace.clone(),
-            after,
-            widen: 0,
-            queue: VecDeque::new(),
-            exhausted: false,
-        })
-    }
-
     /// One replay under `preemptions`.
     fn attempt(&mut self, preemptions: &[Preemption]) -> Result<Report> {
         let base = &self.opts.replay;

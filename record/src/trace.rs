@@ -236,15 +236,14 @@ impl FrameWriter {
     }
 
     fn append<T: Serialize>(&mut self, value: &T) -> Result<(), TraceError> {
-        let path = self.path.clone();
         let raw = bincode::serialize(value).map_err(|e| TraceError::Corrupt {
-            path: path.clone(),
+            path: self.path.clone(),
             offset: 0,
             what: format!("cannot encode: {e}"),
         })?;
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
             let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
-            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&path))?)
+            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&self.path))?)
         } else {
             (0, raw)
         };
@@ -254,8 +253,8 @@ impl FrameWriter {
         header[5..9].copy_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         let header_crc = crc32fast::hash(&header[..9]);
         header[9..].copy_from_slice(&header_crc.to_le_bytes());
-        self.out.write_all(&header).map_err(io_err(&path))?;
-        self.out.write_all(&payload).map_err(io_err(&path))
+        self.out.write_all(&header).map_err(io_err(&self.path))?;
+        self.out.write_all(&payload).map_err(io_err(&self.path))
     }
 }
 
@@ -431,15 +430,22 @@ mod tests {
         assert!(matches!(t.damage, Some(TraceError::Truncated { .. })), "{:?}", t.damage);
     }
 
-    #[test]
-    fn corrupt_byte_is_reported_with_offset() {
+    /// A trace of 3 events whose `events` byte at `at(file length)` is
+    /// XORed with `mask`.
+    fn damaged_trace(at: impl FnOnce(usize) -> usize, mask: u8) -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         write_trace(tmp.path(), 3);
         let path = tmp.path().join("events");
         let mut bytes = fs::read(&path).unwrap();
-        let n = bytes.len();
-        bytes[n - 5] ^= 0xff;
+        let k = at(bytes.len());
+        bytes[k] ^= mask;
         fs::write(&path, &bytes).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn corrupt_byte_is_reported_with_offset() {
+        let tmp = damaged_trace(|n| n - 5, 0xff);
         let t = Trace::open(tmp.path()).unwrap();
         assert_eq!(t.events.len(), 2);
         let msg = t.damage.unwrap().to_string();
@@ -449,12 +455,7 @@ mod tests {
     /// A damaged length must not pass for a frame cut short by a crash.
     #[test]
     fn damaged_length_is_corruption_not_truncation() {
-        let tmp = tempfile::tempdir().unwrap();
-        write_trace(tmp.path(), 3);
-        let path = tmp.path().join("events");
-        let mut bytes = fs::read(&path).unwrap();
-        bytes[12 + 3] ^= 0x40; // high byte of the meta frame's length
-        fs::write(&path, &bytes).unwrap();
+        let tmp = damaged_trace(|_| 12 + 3, 0x40); // high byte of the meta frame's length
         let msg = Trace::open(tmp.path()).err().unwrap().to_string();
         assert!(msg.contains("header checksum mismatch") && msg.contains("offset 12"), "{msg}");
     }

@@ -114,22 +114,19 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
     ptrace::setoptions(pid, ptrace_options()).context("PTRACE_SETOPTIONS")?;
     ptrace::cont(pid, None)?;
     loop {
-        return match waitpid(pid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => Ok(pid),
+        match waitpid(pid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => return Ok(pid),
             // execve itself traps to the recorder's filter.
-            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => {
-                ptrace::cont(pid, None)?;
-                continue;
-            }
-        WaitStatus::Exited(_, 126) => bail!("cannot change to the recorded working directory"),
-        WaitStatus::Exited(_, 125) => bail!("cannot install the seccomp filter"),
-        WaitStatus::Exited(_, _) => bail!(
-            "cannot execute {}: {}",
-            spec.exe.to_string_lossy(),
-            "exec failed (not an executable, or missing interpreter)"
-        ),
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => ptrace::cont(pid, None)?,
+            WaitStatus::Exited(_, 126) => bail!("cannot change to the recorded working directory"),
+            WaitStatus::Exited(_, 125) => bail!("cannot install the seccomp filter"),
+            WaitStatus::Exited(_, _) => bail!(
+                "cannot execute {}: {}",
+                spec.exe.to_string_lossy(),
+                "exec failed (not an executable, or missing interpreter)"
+            ),
             other => bail!("unexpected stop before exec: {other:?}"),
-        };
+        }
     }
 }
 

@@ -257,26 +257,16 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
         last_delivery: None,
         sync_trace: SyncTrace::new(opts.sync_trace_len),
     };
-    let outcome = match session.run() {
-        Ok(Ok(valid)) => valid,
-        Ok(Err(failure)) => {
-            session.kill();
-            Outcome::Invalid(failure)
-        }
-        Err(e) => {
-            session.kill();
-            return Err(e);
-        }
-    };
+    let outcome = session.run();
+    if !matches!(outcome, Ok(Outcome::Valid { .. })) {
+        session.kill();
+    }
     Ok(Report {
-        outcome,
+        outcome: outcome?,
         sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
         digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
     })
 }
-
-/// A finished replay: valid, or the failure that stopped it.
-type Ended = std::result::Result<Outcome, Failure>;
 
 /// The executable to run: the recorded path when its contents are
 /// unchanged (so the initial stack is laid out exactly as recorded),
@@ -310,7 +300,7 @@ fn executable(trace: &Trace) -> Result<PathBuf> {
 }
 
 impl Session<'_> {
-    fn run(&mut self) -> Result<Ended> {
+    fn run(&mut self) -> Result<Outcome> {
         let mut cur = 0;
         loop {
             if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
@@ -319,7 +309,7 @@ impl Session<'_> {
                     Advance::End(end) => return self.finish(end),
                     Advance::Livelock(pc) => {
                         let seconds = self.opts.livelock_timeout.as_secs();
-                        return Ok(Err(Failure::Livelock { at: self.position(cur), pc, seconds }));
+                        return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
                     }
                 }
             }
@@ -335,9 +325,9 @@ impl Session<'_> {
                         cur = next;
                         self.note(cur);
                     }
-                    Err(failure) => return Ok(Err(failure)),
+                    Err(failure) => return Ok(Outcome::Invalid(failure)),
                 },
-                Step::Fail(failure) => return Ok(Err(failure)),
+                Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
                 Step::End(end) => return self.finish(end),
             }
         }
@@ -473,11 +463,7 @@ impl Session<'_> {
     /// thread the log names.
     fn event_point(&mut self, i: usize, observed: Observed) -> Result<Step> {
         let Some(expected) = self.trace.events.get(self.pos) else {
-            let why = match &self.trace.damage {
-                Some(d) => d.to_string(),
-                None => "the trace has no end event".to_string(),
-            };
-            return Ok(Step::Fail(Failure::IncompleteTrace { matched: self.pos as u64, why }));
+            return Ok(Step::Fail(self.incomplete()));
         };
         let me = self.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
@@ -1024,7 +1010,7 @@ impl Session<'_> {
     }
 
     /// Compares how the replay ended with the log's end event.
-    fn finish(&mut self, end: ProcessEnd) -> Result<Ended> {
+    fn finish(&mut self, end: ProcessEnd) -> Result<Outcome> {
         let observed = match end {
             ProcessEnd::Exited(code) => format!("exited with status {code}"),
             ProcessEnd::Killed(signo) => {
@@ -1033,11 +1019,10 @@ impl Session<'_> {
             }
         };
         let Some(expected) = self.trace.events.get(self.pos) else {
-            let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
-            return Ok(Err(Failure::IncompleteTrace { matched: self.pos as u64, why }));
+            return Ok(Outcome::Invalid(self.incomplete()));
         };
         let EventKind::End(recorded) = &expected.kind else {
-            return Ok(Err(Failure::WrongEnd {
+            return Ok(Outcome::Invalid(Failure::WrongEnd {
                 event: self.pos as u64,
                 expected: format!("event #{} {expected}", self.pos),
                 observed: format!("the program {observed}"),
@@ -1051,9 +1036,16 @@ impl Session<'_> {
             _ => false,
         };
         if !same {
-            return Ok(Err(Failure::WrongEnd { event: self.pos as u64, expected: recorded.to_string(), observed }));
+            return Ok(Outcome::Invalid(Failure::WrongEnd { event: self.pos as u64, expected: recorded.to_string(), observed }));
         }
-        Ok(Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 }))
+        Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 })
+    }
+
+    /// The log ran out before the replay did: every readable event was
+    /// matched, and the trace says why there are no more.
+    fn incomplete(&self) -> Failure {
+        let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
+        Failure::IncompleteTrace { matched: self.pos as u64, why }
     }
 
     /// Ends the replayed process after a failure.
