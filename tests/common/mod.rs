@@ -80,6 +80,13 @@ pub fn record_and_replay(name: &str, argv: &[&str], stdin: Stdio) -> (Output, Ou
     let rec = record(&trace, argv, stdin);
     assert!(err(&rec).contains("weft: recorded"), "record failed: {}", err(&rec));
     let rep = replay(&trace, &[]);
+    assert_replays_as_recorded(name, &rec, &rep);
+    (rec, rep)
+}
+
+/// Asserts that replay `rep` of recording `rec` was valid and printed the
+/// recorded stdout.
+pub fn assert_replays_as_recorded(name: &str, rec: &Output, rep: &Output) {
     assert_eq!(rep.status.code(), Some(0), "replay of {name} invalid: {}", err(&rep));
     assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
     assert_eq!(
@@ -87,7 +94,6 @@ pub fn record_and_replay(name: &str, argv: &[&str], stdin: Stdio) -> (Output, Ou
         String::from_utf8_lossy(&rec.stdout),
         "replayed stdout differs from the recorded run"
     );
-    (rec, rep)
 }
 
 /// Makes sure a Debian program is installed (installing its package with
