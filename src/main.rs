@@ -191,9 +191,10 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
                 let path = dir.join(SCHEDULE_FILE);
                 found.schedule.save(&path)?;
                 eprintln!(
-                    "weft: schedule {} found in {} replays; saved to {}",
+                    "weft: schedule {} found in {} replays ({} failures passed from the failure cache); saved to {}",
                     found.schedule,
                     found.attempts,
+                    found.cache_hits,
                     path.display()
                 );
             }

@@ -65,13 +65,13 @@ fn from_both_ends<T: Copy>(items: &[T]) -> Vec<T> {
 /// their first event in the log from α on (a thread that appears later is
 /// less likely to be part of the interleaving). The thread the default
 /// replay picks there is left out: trying it changes nothing.
-fn targets(events: &[Event], index: &ThreadEvents, sync: &SyncRecord) -> Vec<Tid> {
+pub(crate) fn targets(events: &[Event], index: &ThreadEvents, sync: &SyncRecord) -> Vec<Tid> {
     let owner = events.get(sync.next_event).map(|e| e.tid);
     let default = match owner {
-        Some(o) if sync.switchable.contains(&o) => o,
+        Some(o) if sync.switchable.iter().any(|w| w.tid == o) => o,
         _ => sync.tid,
     };
-    let mut threads: Vec<Tid> = sync.switchable.iter().copied().chain([sync.tid]).filter(|&t| t != default).collect();
+    let mut threads: Vec<Tid> = sync.switchable.iter().map(|w| w.tid).chain([sync.tid]).filter(|&t| t != default).collect();
     threads.sort_by_key(|&t| (index.first_from(t, sync.next_event).unwrap_or(usize::MAX), t));
     threads
 }
@@ -86,7 +86,8 @@ mod tests {
     }
 
     fn sync(n: u64, tid: Tid, next_event: usize, last_event: Option<usize>, switchable: &[Tid]) -> SyncRecord {
-        SyncRecord { n, tid, label: 0, next_event, last_event, switchable: switchable.to_vec() }
+        let switchable = switchable.iter().map(|&tid| weft_replay::Switchable { tid, label: 0 }).collect();
+        SyncRecord { n, tid, label: 0, next_event, last_event, switchable }
     }
 
     /// The example after Algorithm 1 (Fig. 9): at a synchronization of T3,

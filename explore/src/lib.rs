@@ -7,13 +7,15 @@
 //! coarse-grained preemptions Algorithm 1 tries (`coarse.rs`, §4.2), and
 //! replays with each until one gets past α_x; that preemption is admitted
 //! to the schedule and the search goes on from the next failure, taking
-//! admitted preemptions back when a later failure cannot be passed. Start
-//! with `search.rs`.
+//! admitted preemptions back when a later failure cannot be passed. A
+//! failure that looks like one passed before first tries the preemption
+//! that passed it (`cache.rs`, §5). Start with `search.rs`.
 //!
 //! Not yet here: fine-grained exploration (§4.3, reordering racy memory
-//! accesses), the failure caches (§5), and checkpoints to restart attempts
-//! from (each attempt replays from the start).
+//! accesses) and checkpoints to restart attempts from (each attempt
+//! replays from the start).
 
+mod cache;
 mod coarse;
 mod search;
 mod window;

@@ -9,14 +9,18 @@
 //! candidate for the failure it had passed (depth-first, within a budget
 //! of replays).
 //!
+//! Before the window's candidates, each failure tries what the failure
+//! cache (§5, `cache.rs`) learnt from earlier failures that looked alike.
+//!
 //! weft has no checkpoints yet, so every attempt replays from the start.
 //! Replays are deterministic, so an attempt reaches the window in exactly
 //! the state the failed replay had.
 
+use crate::cache::{FailureCache, Key};
 use crate::coarse;
 use crate::window::ThreadEvents;
 use anyhow::Result;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 use weft_record::Trace;
 use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule};
@@ -53,6 +57,8 @@ pub struct Exploration {
     pub schedule: Schedule,
     /// Replays run, the first included.
     pub attempts: usize,
+    /// Failures passed by a preemption the failure cache suggested.
+    pub cache_hits: usize,
 }
 
 /// Replays `trace` and, while the replay fails, explores (seed 000 §4.2)
@@ -60,13 +66,20 @@ pub struct Exploration {
 /// program wrote is echoed once, by the first replay that gets to it.
 /// Errors are weft's own (a replay could not run), not replay failures.
 pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
-    let mut search = Search { trace, opts, index: ThreadEvents::new(&trace.events), echo_from: 0, attempts: 0 };
+    let mut search = Search {
+        trace,
+        opts,
+        index: ThreadEvents::new(&trace.events),
+        cache: FailureCache::default(),
+        echo_from: 0,
+        attempts: 0,
+    };
     let base = opts.replay.schedule.preemptions().to_vec();
     let mut best = search.attempt(&base)?;
     let mut best_schedule = base.clone();
     let mut stack: Vec<Failed> = Vec::new();
     let mut admitted: Vec<Preemption> = Vec::new();
-    stack.extend(Failed::of(&mut best, &base));
+    stack.extend(search.failed(&mut best, &base));
     while let Some(top) = stack.last_mut() {
         if search.attempts >= opts.max_attempts {
             eprintln!("weft: exploration stopped after {} replays (the limit)", search.attempts);
@@ -86,9 +99,16 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         if reached(&attempt.outcome) <= alpha_x {
             continue;
         }
-        eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}", p.sync, p.to);
+        let top = stack.last().expect("the failure just explored");
+        let cached = top.tried.len() <= top.suggested;
+        let from = if cached { " (from the failure cache)" } else { "" };
+        eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}{from}", p.sync, p.to);
+        search.cache.hits += usize::from(cached);
+        if let Some(key) = top.key {
+            search.cache.learn(key, p, &top.sync_trace);
+        }
         admitted.push(p);
-        let next = Failed::of(&mut attempt, &schedule);
+        let next = search.failed(&mut attempt, &schedule);
         if reached(&attempt.outcome) > reached(&best.outcome) {
             (best, best_schedule) = (attempt, schedule);
         }
@@ -97,7 +117,12 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
             None => break,
         }
     }
-    Ok(Exploration { report: best, schedule: Schedule::new(best_schedule), attempts: search.attempts })
+    Ok(Exploration {
+        report: best,
+        schedule: Schedule::new(best_schedule),
+        attempts: search.attempts,
+        cache_hits: search.cache.hits,
+    })
 }
 
 /// A failure being explored: its inconsistent event, its replay's sync
@@ -105,35 +130,35 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
 struct Failed {
     alpha_x: usize,
     kind: &'static str,
+    key: Option<Key>,
     sync_trace: Vec<weft_replay::SyncRecord>,
     /// The synchronization count of the last preemption already admitted.
     after: u64,
     widen: usize,
     queue: VecDeque<Preemption>,
     exhausted: bool,
+    /// Candidates already replayed.
+    tried: HashSet<Preemption>,
+    /// How many candidates the failure cache put first in the queue.
+    suggested: usize,
 }
 
 impl Failed {
-    /// The failure `report` describes, to explore under `schedule`; its
-    /// sync trace moves here. `None` when the replay was valid or failed in
-    /// a way no schedule can fix.
-    fn of(report: &mut Report, schedule: &[Preemption]) -> Option<Self> {
-        let Outcome::Invalid(failure) = &report.outcome else { return None };
-        Some(Failed {
-            alpha_x: failure.event()?,
-            kind: failure.kind(),
-            sync_trace: std::mem::take(&mut report.sync_trace),
-            after: schedule.iter().map(|p| p.sync).max().unwrap_or(0),
-            widen: 0,
-            queue: VecDeque::new(),
-            exhausted: false,
-        })
-    }
-
     /// The next preemption to try, widening the window when the current
     /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
     /// nothing left.
     fn next_candidate(&mut self, index: &ThreadEvents, trace: &Trace) -> Option<Preemption> {
+        loop {
+            self.refill(index, trace);
+            let p = self.queue.pop_front()?;
+            if self.tried.insert(p) {
+                return Some(p);
+            }
+        }
+    }
+
+    /// Fills the empty queue from the window, widened as needed.
+    fn refill(&mut self, index: &ThreadEvents, trace: &Trace) {
         while self.queue.is_empty() && !self.exhausted {
             let found = coarse::candidates(&trace.events, index, self.alpha_x, self.widen, &self.sync_trace, self.after);
             match found {
@@ -155,7 +180,6 @@ impl Failed {
             }
             self.widen += 1;
         }
-        self.queue.pop_front()
     }
 }
 
@@ -163,12 +187,48 @@ struct Search<'a> {
     trace: &'a Trace,
     opts: &'a ExploreOptions,
     index: ThreadEvents,
+    cache: FailureCache,
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
 }
 
 impl Search<'_> {
+    /// The failure `report` describes, to explore under `schedule`, with
+    /// the failure cache's suggestions queued first; its sync trace moves
+    /// here. `None` when the replay was valid or failed in a way no
+    /// schedule can fix.
+    fn failed(&self, report: &mut Report, schedule: &[Preemption]) -> Option<Failed> {
+        let Outcome::Invalid(failure) = &report.outcome else { return None };
+        let alpha_x = failure.event()?;
+        let key = Key::of(failure, &self.trace.events);
+        let sync_trace = std::mem::take(&mut report.sync_trace);
+        let after = schedule.iter().map(|p| p.sync).max().unwrap_or(0);
+        let queue: VecDeque<Preemption> = match &key {
+            Some(k) => self.cache.suggest(k, &self.trace.events, &self.index, &sync_trace, after).into(),
+            None => VecDeque::new(),
+        };
+        if !queue.is_empty() {
+            eprintln!(
+                "weft: replay failed at event {alpha_x} ({}); trying {} preemptions from the failure cache (seed 000 §5)",
+                failure.kind(),
+                queue.len()
+            );
+        }
+        Some(Failed {
+            alpha_x,
+            kind: failure.kind(),
+            key,
+            sync_trace,
+            after,
+            widen: 0,
+            suggested: queue.len(),
+            queue,
+            exhausted: false,
+            tried: HashSet::new(),
+        })
+    }
+
     /// One replay under `preemptions`.
     fn attempt(&mut self, preemptions: &[Preemption]) -> Result<Report> {
         let base = &self.opts.replay;

@@ -11,6 +11,8 @@ pub enum Failure {
     Unmatched {
         /// Where.
         at: Position,
+        /// The program point of what the replay did instead.
+        label: u64,
         /// The log's next event.
         expected: String,
         /// What the replay did instead.
@@ -20,6 +22,9 @@ pub enum Failure {
     Deadlock {
         /// Where.
         at: Position,
+        /// Where the thread of the log's next event is stuck (0 when that
+        /// thread does not exist yet).
+        label: u64,
         /// The log's next event.
         expected: String,
         /// Every thread and its state.
@@ -68,6 +73,18 @@ impl Failure {
         }
     }
 
+    /// The program point where the replay went wrong: what an unmatched
+    /// event observed, where the log's next thread is stuck in a deadlock,
+    /// or where a livelocked thread spins. Seed 000 §5 keys its failure
+    /// caches on it. `None` for the other failures.
+    pub fn label(&self) -> Option<u64> {
+        match self {
+            Failure::Unmatched { label, .. } | Failure::Deadlock { label, .. } => Some(*label),
+            Failure::Livelock { pc, .. } => Some(*pc),
+            Failure::WrongEnd { .. } | Failure::IncompleteTrace { .. } => None,
+        }
+    }
+
     /// A short name for the kind of failure ("unmatched event", "deadlock", ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -83,10 +100,10 @@ impl Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Unmatched { at, expected, observed } => {
+            Failure::Unmatched { at, expected, observed, .. } => {
                 write!(f, "unmatched event at {at}\n  expected: {expected}\n  observed: {observed}")
             }
-            Failure::Deadlock { at, expected, threads } => {
+            Failure::Deadlock { at, expected, threads, .. } => {
                 write!(f, "deadlock at {at}: no thread can run\n  expected next: {expected}")?;
                 for t in threads {
                     write!(f, "\n  {t}")?;

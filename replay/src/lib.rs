@@ -25,4 +25,4 @@ pub use failure::Failure;
 pub use position::Position;
 pub use schedule::{Preemption, Schedule};
 pub use session::{replay, Outcome, ReplayOptions, Report};
-pub use sync_trace::SyncRecord;
+pub use sync_trace::{Switchable, SyncRecord};

@@ -8,7 +8,7 @@ use weft_record::Tid;
 
 /// Switch to recorded thread `to` upon the `sync`-th synchronization
 /// operation (counted from 1 over the whole replay): seed 000's `sync<n,t>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Preemption {
     /// The synchronization count n at which to preempt.
     pub sync: u64,

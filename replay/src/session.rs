@@ -15,7 +15,7 @@ use crate::futex::{self, Queues, Wait};
 use crate::position::Position;
 use crate::schedule::Schedule;
 use crate::sync_points::{Hit, StepOver, SyncPoints};
-use crate::sync_trace::{SyncRecord, SyncTrace};
+use crate::sync_trace::{Switchable, SyncRecord, SyncTrace};
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
@@ -470,8 +470,9 @@ impl Session<'_> {
             return Ok(Step::Switch(None));
         }
         if let Some(why) = self.mismatch(i, &observed, expected) {
-            let observed = format!("tid {me} @{:#x}  {}", self.label_of(&observed), why);
-            return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), expected: expected.to_string(), observed }));
+            let label = self.label_of(&observed);
+            let observed = format!("tid {me} @{label:#x}  {why}");
+            return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label, expected: expected.to_string(), observed }));
         }
         self.threads[i].last_event = Some(self.pos);
         self.pos += 1;
@@ -625,6 +626,7 @@ impl Session<'_> {
         if ranges.len() != s.writes.len() {
             return Ok(Some(Failure::Unmatched {
                 at: self.position(i),
+                label: e.label,
                 expected: format!("{} with {} out-buffers", syscalls::name(e.nr), s.writes.len()),
                 observed: format!("{} out-buffers in the replayed call", ranges.len()),
             }));
@@ -671,6 +673,7 @@ impl Session<'_> {
             let at = self.position(i);
             return Ok(Step::Fail(Failure::Unmatched {
                 at,
+                label: e.label,
                 expected: format!("mmap of {} at {addr:#x}", String::from_utf8_lossy(&file.path)),
                 observed: format!("the address range is not free in the replay (mmap returned {got})"),
             }));
@@ -861,10 +864,10 @@ impl Session<'_> {
             let record = SyncRecord {
                 n: self.sync_count,
                 tid: t.rec,
-                label: t.regs.rip,
+                label: self.site(i),
                 next_event: self.pos,
                 last_event: t.last_event,
-                switchable: switchable.map(|j| self.threads[j].rec).collect(),
+                switchable: switchable.map(|j| Switchable { tid: self.threads[j].rec, label: self.site(j) }).collect(),
             };
             self.sync_trace.push(record);
         }
@@ -903,7 +906,8 @@ impl Session<'_> {
         }
         let expected = self.trace.events.get(self.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
         let threads = self.threads.iter().map(|t| self.describe_thread(t)).collect();
-        Err(Failure::Deadlock { at: self.position(0), expected, threads })
+        let label = self.next_owner().map_or(0, |j| self.site(j));
+        Err(Failure::Deadlock { at: self.position(0), label, expected, threads })
     }
 
     fn describe_thread(&self, t: &Thread) -> String {
@@ -942,6 +946,18 @@ impl Session<'_> {
             At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync => true,
             At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
             At::Fault(_) | At::Blocked(_) | At::Exited => false,
+        }
+    }
+
+    /// The program point thread `i` is about to execute: at a pthread
+    /// function's entry breakpoint, its caller (the return address on top
+    /// of the stack), which tells one lock or wait of the program from
+    /// another; elsewhere its pc.
+    fn site(&self, i: usize) -> u64 {
+        let regs = &self.threads[i].regs;
+        match self.sync.is_acquire(regs.rip) {
+            true => self.mem.read_u64(regs.rsp).unwrap_or(regs.rip),
+            false => regs.rip,
         }
     }
 

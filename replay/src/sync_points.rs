@@ -106,6 +106,12 @@ impl SyncPoints {
         Ok(())
     }
 
+    /// Whether `addr` is the entry of an acquire or wait function, where
+    /// a thread's caller is the return address on top of its stack.
+    pub fn is_acquire(&self, addr: u64) -> bool {
+        self.entries.get(&addr) == Some(&false)
+    }
+
     /// Classifies an int3 hit at `addr` by thread `thread` with stack
     /// pointer `rsp`; `None` if it is not one of ours.
     pub fn hit(&mut self, mem: &Memory, thread: usize, addr: u64, rsp: u64) -> Result<Option<Hit>> {

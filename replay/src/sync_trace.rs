@@ -15,17 +15,29 @@ pub struct SyncRecord {
     pub n: u64,
     /// The recorded tid of the thread that performed it.
     pub tid: Tid,
-    /// Its program point ℓ: the thread's pc (a libc entry breakpoint or the
-    /// address after a futex `syscall`).
+    /// Its program point ℓ: the call site of the pthread function (its
+    /// return address) or, for a futex call, the pc after the `syscall`.
     pub label: u64,
     /// α: the index of the first log event not yet matched when it happened.
     pub next_event: usize,
     /// The index of the last event this thread had matched, if any: which
     /// part of the thread's execution it belongs to, for the window.
     pub last_event: Option<usize>,
-    /// The other threads that could have been switched to here (recorded
-    /// tids): the candidate targets of a preemption.
-    pub switchable: Vec<Tid>,
+    /// The other threads that could have been switched to here: the
+    /// candidate targets of a preemption.
+    pub switchable: Vec<Switchable>,
+}
+
+/// A thread a preemption could switch to, and where it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switchable {
+    /// Its recorded tid.
+    pub tid: Tid,
+    /// The program point it is about to execute, as [`SyncRecord::label`]
+    /// (its pc when it is not at a synchronization operation). Seed 000 §5
+    /// names a thread by this label, so that a cached fix applies to
+    /// whichever worker thread is there next time.
+    pub label: u64,
 }
 
 /// The last `capacity` synchronization records of a replay, oldest first.
