@@ -127,7 +127,7 @@ mod tests {
     use weft_replay::Switchable;
 
     fn sync(n: u64, tid: Tid, label: u64, next_event: usize, switchable: &[(Tid, u64)]) -> SyncRecord {
-        let switchable = switchable.iter().map(|&(tid, label)| Switchable { tid, label }).collect();
+        let switchable = switchable.iter().map(|&(tid, label)| Switchable { tid, label, idle: 0 }).collect();
         SyncRecord { n, tid, label, next_event, last_event: None, switchable }
     }
 

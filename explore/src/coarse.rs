@@ -86,7 +86,7 @@ mod tests {
     }
 
     fn sync(n: u64, tid: Tid, next_event: usize, last_event: Option<usize>, switchable: &[Tid]) -> SyncRecord {
-        let switchable = switchable.iter().map(|&tid| weft_replay::Switchable { tid, label: 0 }).collect();
+        let switchable = switchable.iter().map(|&tid| weft_replay::Switchable { tid, label: 0, idle: 0 }).collect();
         SyncRecord { n, tid, label: 0, next_event, last_event, switchable }
     }
 

@@ -9,6 +9,11 @@
 //! candidate for the failure it had passed (depth-first, within a budget
 //! of replays).
 //!
+//! A failure nothing gets past is remembered by its replay's fingerprint
+//! (where every thread stopped): another preemption that leads to the same
+//! state is no way forward either, so it is not admitted. Two preemptions
+//! a few operations apart often lead to one state.
+//!
 //! Before the window's candidates, each failure tries what the failure
 //! cache (§5, `cache.rs`) learnt from earlier failures that looked alike.
 //!
@@ -43,7 +48,11 @@ pub struct ExploreOptions {
 
 impl Default for ExploreOptions {
     fn default() -> Self {
-        Self { replay: ReplayOptions::default(), max_attempts: 500, attempt_timeout: Duration::from_secs(10) }
+        Self {
+            replay: ReplayOptions::default(),
+            max_attempts: 500,
+            attempt_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -71,64 +80,37 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         opts,
         index: ThreadEvents::new(&trace.events),
         cache: FailureCache::default(),
+        dead: HashSet::new(),
         echo_from: 0,
         attempts: 0,
     };
     let base = opts.replay.schedule.preemptions().to_vec();
-    let mut best = search.attempt(&base)?;
-    let mut best_schedule = base.clone();
-    let mut stack: Vec<Failed> = Vec::new();
-    let mut admitted: Vec<Preemption> = Vec::new();
-    stack.extend(search.failed(&mut best, &base));
-    while let Some(top) = stack.last_mut() {
-        if search.attempts >= opts.max_attempts {
-            eprintln!("weft: exploration stopped after {} replays (the limit)", search.attempts);
-            break;
-        }
-        let Some(p) = top.next_candidate(&search.index, trace) else {
-            let stuck = top.alpha_x;
-            stack.pop();
-            if let Some(p) = admitted.pop() {
-                eprintln!("weft: nothing gets past event {stuck}; taking back sync<{},{}>", p.sync, p.to);
-            }
-            continue;
-        };
-        let alpha_x = top.alpha_x;
-        let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
-        let mut attempt = search.attempt(&schedule)?;
-        if reached(&attempt.outcome) <= alpha_x {
-            continue;
-        }
-        let top = stack.last().expect("the failure just explored");
-        let cached = top.tried.len() <= top.suggested;
-        let from = if cached { " (from the failure cache)" } else { "" };
-        eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}{from}", p.sync, p.to);
-        search.cache.hits += usize::from(cached);
-        if let Some(key) = top.key {
-            search.cache.learn(key, p, &top.sync_trace);
-        }
-        admitted.push(p);
-        let next = search.failed(&mut attempt, &schedule);
-        if reached(&attempt.outcome) > reached(&best.outcome) {
-            (best, best_schedule) = (attempt, schedule);
-        }
-        match next {
-            Some(f) => stack.push(f),
-            None => break,
-        }
+    let mut report = search.attempt(&base)?;
+    let root = search.failed(&mut report, &base);
+    let mut best = Best { report, schedule: base.clone() };
+    if let Some(root) = root {
+        search.depth_first(root, &base, &mut best)?;
     }
     Ok(Exploration {
-        report: best,
-        schedule: Schedule::new(best_schedule),
+        report: best.report,
+        schedule: Schedule::new(best.schedule),
         attempts: search.attempts,
         cache_hits: search.cache.hits,
     })
+}
+
+/// The replay that got furthest, and its schedule.
+struct Best {
+    report: Report,
+    schedule: Vec<Preemption>,
 }
 
 /// A failure being explored: its inconsistent event, its replay's sync
 /// trace, and the candidates not yet tried.
 struct Failed {
     alpha_x: usize,
+    /// [`Report::fingerprint`] of the replay that failed.
+    fingerprint: u64,
     kind: &'static str,
     key: Option<Key>,
     sync_trace: Vec<weft_replay::SyncRecord>,
@@ -188,12 +170,67 @@ struct Search<'a> {
     opts: &'a ExploreOptions,
     index: ThreadEvents,
     cache: FailureCache,
+    /// Fingerprints of failures nothing got past: a preemption that leads
+    /// to one again is no way forward.
+    dead: HashSet<u64>,
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
 }
 
 impl Search<'_> {
+    /// The depth-first search from failure `root`: admit the first
+    /// preemption that gets past the failure on top, take it back when the
+    /// failure it leads to cannot be passed. Stops at a valid replay, when
+    /// nothing gets past the root, or at the replay budget; `best` is the
+    /// replay that got furthest.
+    fn depth_first(&mut self, root: Failed, base: &[Preemption], best: &mut Best) -> Result<()> {
+        let mut stack = vec![root];
+        let mut admitted: Vec<Preemption> = Vec::new();
+        while let Some(top) = stack.last_mut() {
+            if self.attempts >= self.opts.max_attempts {
+                eprintln!("weft: exploration stopped after {} replays (the limit)", self.attempts);
+                break;
+            }
+            let Some(p) = top.next_candidate(&self.index, self.trace) else {
+                let (stuck, fingerprint) = (top.alpha_x, top.fingerprint);
+                stack.pop();
+                let Some(p) = admitted.pop() else { break };
+                self.dead.insert(fingerprint);
+                eprintln!("weft: nothing gets past event {stuck}; taking back sync<{},{}>", p.sync, p.to);
+                continue;
+            };
+            let alpha_x = top.alpha_x;
+            let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
+            let mut attempt = self.attempt(&schedule)?;
+            if reached(&attempt.outcome) <= alpha_x {
+                continue;
+            }
+            if self.dead.contains(&attempt.fingerprint) {
+                tracing::debug!(?p, "gets past event {alpha_x} into a state already searched");
+                continue;
+            }
+            let top = stack.last().expect("the failure just explored");
+            let cached = top.tried.len() <= top.suggested;
+            let from = if cached { " (from the failure cache)" } else { "" };
+            eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}{from}", p.sync, p.to);
+            self.cache.hits += usize::from(cached);
+            if let Some(key) = top.key {
+                self.cache.learn(key, p, &top.sync_trace);
+            }
+            admitted.push(p);
+            let next = self.failed(&mut attempt, &schedule);
+            if reached(&attempt.outcome) > reached(&best.report.outcome) {
+                *best = Best { report: attempt, schedule };
+            }
+            match next {
+                Some(f) => stack.push(f),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
     /// The failure `report` describes, to explore under `schedule`, with
     /// the failure cache's suggestions queued first; its sync trace moves
     /// here. `None` when the replay was valid or failed in a way no
@@ -217,6 +254,7 @@ impl Search<'_> {
         }
         Some(Failed {
             alpha_x,
+            fingerprint: report.fingerprint,
             kind: failure.kind(),
             key,
             sync_trace,

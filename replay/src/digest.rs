@@ -19,16 +19,7 @@ impl Digest {
     /// and each thread's recorded tid and registers; and its line,
     /// `weft-digest <point> event <index> thread <tid> <hash>`.
     pub fn add<'a>(&mut self, event: u64, chosen: Tid, threads: impl Iterator<Item = (Tid, &'a Regs)>) {
-        let mut point = Xxh3::new();
-        point.update(&event.to_le_bytes());
-        point.update(&chosen.to_le_bytes());
-        for (tid, regs) in threads {
-            point.update(&tid.to_le_bytes());
-            for w in regs_words(regs) {
-                point.update(&w.to_le_bytes());
-            }
-        }
-        let h = point.digest();
+        let h = hash_point(event, &chosen.to_le_bytes(), threads.map(|(tid, regs)| (tid, regs, &[][..])));
         self.total.update(&h.to_le_bytes());
         self.lines.push(format!("weft-digest {} event {event} thread {chosen} {h:016x}", self.lines.len() + 1));
     }
@@ -39,4 +30,24 @@ impl Digest {
         self.lines.push(summary);
         self.lines
     }
+}
+
+/// The xxh3 of a point: the next event index, `extra` bytes, and each
+/// thread's recorded tid, registers and `state` bytes.
+pub(crate) fn hash_point<'a>(
+    event: u64,
+    extra: &[u8],
+    threads: impl Iterator<Item = (Tid, &'a Regs, &'a [u8])>,
+) -> u64 {
+    let mut point = Xxh3::new();
+    point.update(&event.to_le_bytes());
+    point.update(extra);
+    for (tid, regs, state) in threads {
+        point.update(&tid.to_le_bytes());
+        for w in regs_words(regs) {
+            point.update(&w.to_le_bytes());
+        }
+        point.update(state);
+    }
+    point.digest()
 }

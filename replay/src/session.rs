@@ -9,7 +9,7 @@
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
 //! thread start and exit.
 
-use crate::digest::Digest;
+use crate::digest::{self, Digest};
 use crate::failure::Failure;
 use crate::futex::{self, Queues, Wait};
 use crate::position::Position;
@@ -91,6 +91,12 @@ pub struct Report {
     /// With [`ReplayOptions::digest`]: one line per scheduling point, then
     /// the digest of them all.
     pub digest: Vec<String>,
+    /// Where the replay stopped, as a hash of the log position, how it
+    /// stopped, and every thread's registers and scheduling state. Two
+    /// replays of a trace with equal fingerprints stopped in the same state
+    /// (memory is not hashed; registers stand for it), so exploration
+    /// need not search on from both.
+    pub fingerprint: u64,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -145,6 +151,8 @@ struct Thread {
     woken: bool,
     /// Index of the last log event it matched.
     last_event: Option<usize>,
+    /// The synchronization count when it last ran.
+    ran_at: u64,
 }
 
 /// What to do after handling a scheduling point.
@@ -237,6 +245,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
         steps: 0,
         woken: false,
         last_event: None,
+        ran_at: 0,
     };
     let mut session = Session {
         trace,
@@ -258,10 +267,12 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
         sync_trace: SyncTrace::new(opts.sync_trace_len),
     };
     let outcome = session.run();
+    let fingerprint = outcome.as_ref().map_or(0, |o| session.fingerprint(o));
     if !matches!(outcome, Ok(Outcome::Valid { .. })) {
         session.kill();
     }
     Ok(Report {
+        fingerprint,
         outcome: outcome?,
         sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
         digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
@@ -303,6 +314,7 @@ impl Session<'_> {
     fn run(&mut self) -> Result<Outcome> {
         let mut cur = 0;
         loop {
+            self.threads[cur].ran_at = self.sync_count;
             if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
                 match self.advance(cur)? {
                     Advance::Point => {}
@@ -785,6 +797,7 @@ impl Session<'_> {
             steps: 0,
             woken: false,
             last_event: None,
+            ran_at: 0,
         });
         Ok(())
     }
@@ -867,7 +880,11 @@ impl Session<'_> {
                 label: self.site(i),
                 next_event: self.pos,
                 last_event: t.last_event,
-                switchable: switchable.map(|j| Switchable { tid: self.threads[j].rec, label: self.site(j) }).collect(),
+                switchable: switchable.map(|j| Switchable {
+                    tid: self.threads[j].rec,
+                    label: self.site(j),
+                    idle: self.sync_count - self.threads[j].ran_at,
+                }).collect(),
             };
             self.sync_trace.push(record);
         }
@@ -963,6 +980,17 @@ impl Session<'_> {
 
     fn position(&self, i: usize) -> Position {
         Position { event: self.pos as u64, tid: self.threads[i].rec, steps: self.threads[i].steps }
+    }
+
+    /// [`Report::fingerprint`] of the replay stopping with `outcome`.
+    fn fingerprint(&self, outcome: &Outcome) -> u64 {
+        let how = match outcome {
+            Outcome::Valid { .. } => String::new(),
+            Outcome::Invalid(f) => f.to_string(),
+        };
+        let states: Vec<String> = self.threads.iter().map(|t| format!("{:?}", t.at)).collect();
+        let threads = self.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
+        digest::hash_point(self.pos as u64, how.as_bytes(), threads)
     }
 
     /// Records a scheduling decision in the digest.

@@ -38,6 +38,8 @@ pub struct Switchable {
     /// names a thread by this label, so that a cached fix applies to
     /// whichever worker thread is there next time.
     pub label: u64,
+    /// Synchronization operations since it last ran.
+    pub idle: u64,
 }
 
 /// The last `capacity` synchronization records of a replay, oldest first.
