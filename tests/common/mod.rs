@@ -87,8 +87,8 @@ pub fn record_and_replay(name: &str, argv: &[&str], stdin: Stdio) -> (Output, Ou
 /// Asserts that replay `rep` of recording `rec` was valid and printed the
 /// recorded stdout.
 pub fn assert_replays_as_recorded(name: &str, rec: &Output, rep: &Output) {
-    assert_eq!(rep.status.code(), Some(0), "replay of {name} invalid: {}", err(&rep));
-    assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
+    assert_eq!(rep.status.code(), Some(0), "replay of {name} invalid: {}", err(rep));
+    assert!(err(rep).contains("replay valid"), "{}", err(rep));
     assert_eq!(
         String::from_utf8_lossy(&rep.stdout),
         String::from_utf8_lossy(&rec.stdout),
