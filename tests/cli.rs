@@ -1,5 +1,5 @@
 //! The command line as a user meets it: bad input, dump, ls, the default
-//! trace location, and traces cut short.
+//! trace location, traces cut short, and files changed after recording.
 
 mod common;
 use common::*;
@@ -113,4 +113,30 @@ fn default_location_latest_trace_and_ls() {
     let dump = weft().arg("dump").output().unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
     assert!(text.contains("exit_group(0x3") && text.contains("end: exited with status 3"), "{text}");
+}
+
+/// Large reads of a regular file stay in the trace's hard link to it, not
+/// in the log; the replay reads them back from there, and when the file
+/// changed in place since the recording (the link shares its contents) it
+/// says so instead of replaying wrong bytes.
+#[test]
+fn large_file_reads_replay_from_the_link_and_detect_changes() {
+    let input = scratch().join("linked-input.txt");
+    std::fs::write(&input, "weft reads this file in large chunks\n".repeat(20_000)).unwrap();
+    let trace = trace_dir("linked");
+    let rec = record(&trace, &["cat", input.to_str().unwrap()], Stdio::null());
+    let rep = replay(&trace, &[]);
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    assert_replays_as_recorded("cat", &rec, &rep);
+    let dump = weft().arg("dump").arg(&trace).output().unwrap();
+    let from = format!("[from {} at 0]", input.display());
+    assert!(String::from_utf8_lossy(&dump.stdout).contains(&from), "the read is a slice of the link");
+    // Same length, same inode, other bytes.
+    let mut changed = std::fs::read(&input).unwrap();
+    changed[100] ^= 0x20;
+    let mut file = std::fs::OpenOptions::new().write(true).open(&input).unwrap();
+    std::io::Write::write_all(&mut file, &changed).unwrap();
+    let out = replay(&trace, &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err(&out).contains("changed since the recording"), "{}", err(&out));
 }

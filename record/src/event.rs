@@ -110,8 +110,48 @@ pub struct Syscall {
 pub struct MemWrite {
     /// Start address in the tracee.
     pub addr: u64,
-    /// The bytes.
-    pub data: Vec<u8>,
+    /// The bytes, or where they are.
+    pub data: Contents,
+}
+
+/// What a syscall wrote into tracee memory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum Contents {
+    /// The bytes themselves, in the log.
+    Bytes(Vec<u8>),
+    /// Bytes a large read took from a regular file: they stay in the
+    /// trace's hard link to that file, not in the log, which spares the
+    /// recorder compressing and writing them. The hash tells a replay
+    /// whether the file changed since (a hard link shares its contents).
+    File(FileSlice),
+}
+
+/// A byte range of a file hard-linked into the trace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileSlice {
+    /// The file and its link under `files/`.
+    pub file: MappedFile,
+    /// Where the range starts in the file (bytes).
+    pub offset: u64,
+    /// Its length (bytes).
+    pub len: u64,
+    /// xxh3 of the bytes the program read.
+    pub hash: u64,
+}
+
+impl Contents {
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Contents::Bytes(b) => b.len(),
+            Contents::File(f) => f.len as usize,
+        }
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A delivered signal.
@@ -203,6 +243,11 @@ impl std::fmt::Display for Syscall {
         let n: usize = self.writes.iter().map(|w| w.data.len()).sum();
         if n > 0 {
             write!(f, "  [{n} bytes in]")?;
+        }
+        for w in &self.writes {
+            if let Contents::File(slice) = &w.data {
+                write!(f, "  [from {} at {}]", String::from_utf8_lossy(&slice.file.path), slice.offset)?;
+            }
         }
         if let Some(h) = self.output_hash {
             write!(f, "  [out hash {h:016x}]")?;

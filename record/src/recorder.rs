@@ -9,7 +9,7 @@
 //! PTRACE_EVENT_CLONE stop, before the new thread may run, so that every
 //! thread's first event follows its spawn.
 
-use crate::event::{End, Event, EventKind, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::event::{Contents, End, Event, EventKind, FileSlice, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
@@ -26,7 +26,14 @@ use seccompiler::{
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// Reads from a regular file of at least this many bytes are logged as a
+/// slice of the trace's hard link to the file rather than as bytes: the
+/// recorder then neither compresses nor writes them (the bulk of a
+/// compressor's input).
+const FILE_SLICE_MIN: usize = 64 << 10;
 
 /// What to record, and where.
 pub struct RecordOptions {
@@ -333,7 +340,11 @@ impl Recorder {
             Class::Input => {
                 for (addr, len) in syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64) {
                     // An unreadable range is kept, empty, to keep the order.
-                    let data = mem.read(addr, len as usize).unwrap_or_default();
+                    let bytes = self.mem.read(addr, len as usize).unwrap_or_default();
+                    let data = match self.file_slice(pid, e, &bytes) {
+                        Some(slice) => Contents::File(slice),
+                        None => Contents::Bytes(bytes),
+                    };
                     s.writes.push(MemWrite { addr, data });
                 }
             }
@@ -353,6 +364,30 @@ impl Recorder {
             _ => {}
         }
         Ok(s)
+    }
+
+    /// For a large read or pread64 from a regular file that can be
+    /// hard-linked into the trace: the slice of that link holding `bytes`,
+    /// which the program just read. `None` otherwise (the bytes go into the
+    /// log): small reads, pipes and sockets, deleted or renamed files,
+    /// files on another filesystem.
+    fn file_slice(&mut self, pid: Pid, e: &Entry, bytes: &[u8]) -> Option<FileSlice> {
+        if bytes.len() < FILE_SLICE_MIN || !matches!(e.nr, libc::SYS_read | libc::SYS_pread64) {
+            return None;
+        }
+        let fd = format!("/proc/{pid}/fd/{}", e.args[0] as i32);
+        let opened = std::fs::metadata(&fd).ok().filter(|m| m.is_file())?;
+        let path = std::fs::read_link(&fd).ok()?;
+        let named = std::fs::metadata(&path).ok()?;
+        if (named.dev(), named.ino()) != (opened.dev(), opened.ino()) {
+            return None;
+        }
+        let offset = match e.nr {
+            libc::SYS_pread64 => e.args[3],
+            _ => file_position(pid, e.args[0] as i32)?.checked_sub(bytes.len() as u64)?,
+        };
+        let file = self.trace.link_file(&path).ok().flatten()?;
+        Some(FileSlice { file, offset, len: bytes.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(bytes) })
     }
 
     /// Copies the file behind fd `fd` of thread `pid` into the trace.
@@ -465,4 +500,11 @@ fn ignore_esrch(e: Errno) -> Result<()> {
     } else {
         Err(e.into())
     }
+}
+
+/// The file position of fd `fd` of thread `pid` (bytes), from
+/// `/proc/PID/fdinfo/FD` (proc(5)).
+fn file_position(pid: Pid, fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    info.lines().find_map(|l| l.strip_prefix("pos:")).and_then(|p| p.trim().parse().ok())
 }

@@ -8,12 +8,13 @@
 //! reads back. Reading stops at the first incomplete or damaged frame and
 //! reports it with the file and byte offset.
 
-use crate::event::{Event, MappedFile, Meta};
+use crate::event::{Contents, Event, MappedFile, Meta};
 use serde::{de::DeserializeOwned, Serialize};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).
@@ -78,6 +79,15 @@ pub enum TraceError {
         /// Byte offset of the damaged frame.
         offset: u64,
         /// What is wrong with it.
+        what: String,
+    },
+    /// A file the trace hard-linked no longer holds what the program read
+    /// (a hard link shares its contents with the original).
+    #[error("{path}: changed since the recording: {what}")]
+    Changed {
+        /// The trace's link to the file.
+        path: PathBuf,
+        /// Which bytes differ.
         what: String,
     },
     /// An I/O error on a trace file.
@@ -176,15 +186,29 @@ impl TraceWriter {
     /// Copies (or hard-links, when on the same filesystem) `path` into
     /// `files/`, once per distinct file, and describes the copy.
     pub fn copy_file(&mut self, path: &Path) -> Result<MappedFile, TraceError> {
+        Ok(self.place_file(path, true)?.expect("a copy is always placed"))
+    }
+
+    /// Hard-links `path` into `files/` (once per distinct file) and
+    /// describes the link; `Ok(None)` when it cannot be linked (another
+    /// filesystem) and would have to be copied.
+    pub fn link_file(&mut self, path: &Path) -> Result<Option<MappedFile>, TraceError> {
+        self.place_file(path, false)
+    }
+
+    fn place_file(&mut self, path: &Path, may_copy: bool) -> Result<Option<MappedFile>, TraceError> {
         let md = fs::metadata(path).map_err(io_err(path))?;
         let key = (md.dev(), md.ino(), md.size(), md.mtime());
         if let Some(done) = self.copies.get(&key) {
-            return Ok(done.clone());
+            return Ok(Some(done.clone()));
         }
         let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let copy = format!("{}-{}", self.copies.len(), base);
         let dest = self.dir.join("files").join(&copy);
         if fs::hard_link(path, &dest).is_err() {
+            if !may_copy {
+                return Ok(None);
+            }
             fs::copy(path, &dest).map_err(io_err(path))?;
         }
         let mapped = MappedFile {
@@ -193,7 +217,7 @@ impl TraceWriter {
             size: md.size(),
         };
         self.copies.insert(key, mapped.clone());
-        Ok(mapped)
+        Ok(Some(mapped))
     }
 }
 
@@ -314,6 +338,26 @@ impl Trace {
     pub fn file_path(&self, copy: &str) -> PathBuf {
         self.dir.join("files").join(copy)
     }
+
+    /// The bytes `data` stands for: inline, or read from the trace's link
+    /// to a file and checked against the hash taken when the program read
+    /// them. Errors: the link is missing or unreadable, or the file changed
+    /// since the recording.
+    pub fn contents<'a>(&self, data: &'a Contents) -> Result<Cow<'a, [u8]>, TraceError> {
+        let slice = match data {
+            Contents::Bytes(b) => return Ok(Cow::Borrowed(b)),
+            Contents::File(slice) => slice,
+        };
+        let path = self.file_path(&slice.file.copy);
+        let mut bytes = vec![0; slice.len as usize];
+        let file = File::open(&path).map_err(io_err(&path))?;
+        file.read_exact_at(&mut bytes, slice.offset).map_err(io_err(&path))?;
+        if xxhash_rust::xxh3::xxh3_64(&bytes) != slice.hash {
+            let what = format!("bytes {}..{} differ from what the program read", slice.offset, slice.offset + slice.len);
+            return Err(TraceError::Changed { path, what });
+        }
+        Ok(Cow::Owned(bytes))
+    }
 }
 
 /// A cursor over the frames of an events file held in memory.
@@ -391,7 +435,7 @@ mod tests {
                 args: [0; 6],
                 result: 1000,
                 path: None,
-                writes: vec![crate::event::MemWrite { addr: 0x1000, data: vec![i as u8; 1000] }],
+                writes: vec![crate::event::MemWrite { addr: 0x1000, data: Contents::Bytes(vec![i as u8; 1000]) }],
                 output_hash: None,
                 file: None,
                 unsupported: false,

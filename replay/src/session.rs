@@ -644,7 +644,7 @@ impl Session<'_> {
             }));
         }
         for ((addr, _), w) in ranges.iter().zip(&s.writes) {
-            self.mem.write(*addr, &w.data)?;
+            self.mem.write(*addr, &self.trace.contents(&w.data)?)?;
         }
         Ok(None)
     }
