@@ -84,7 +84,6 @@ impl FailureCache {
     pub fn suggest(
         &self,
         key: &Key,
-        events: &[Event],
         index: &ThreadEvents,
         sync_trace: &[SyncRecord],
         after: u64,
@@ -96,7 +95,7 @@ impl FailureCache {
                 .enumerate()
                 .filter(|(_, s)| s.n > after && s.label == fix.at)
                 .filter_map(|(k, s)| {
-                    let to = coarse::targets(events, index, s).into_iter().find(|&t| label_of(s, t) == Some(fix.to))?;
+                    let to = coarse::targets(index, s).into_iter().find(|&t| label_of(s, t) == Some(fix.to))?;
                     Some(((sync_trace.len() - 1 - k).abs_diff(fix.back), Preemption { sync: s.n, to }))
                 })
                 .collect();
@@ -127,8 +126,8 @@ mod tests {
     use weft_replay::Switchable;
 
     fn sync(n: u64, tid: Tid, label: u64, next_event: usize, switchable: &[(Tid, u64)]) -> SyncRecord {
-        let switchable = switchable.iter().map(|&(tid, label)| Switchable { tid, label, idle: 0 }).collect();
-        SyncRecord { n, tid, label, next_event, last_event: None, switchable }
+        let switchable = switchable.iter().map(|&(tid, label)| Switchable { tid, label }).collect();
+        SyncRecord { n, tid, label, next_event, last_event: None, then: tid, switchable }
     }
 
     /// A fix learnt with one pair of worker threads applies to another
@@ -152,9 +151,9 @@ mod tests {
             sync(42, 4, 0xc, 4, &[(3, 0xd)]),
             sync(43, 4, 0xc, 4, &[(3, 0xd)]),
         ];
-        assert_eq!(cache.suggest(&key, &events, &index, &next, 0), [Preemption { sync: 40, to: 4 }]);
-        assert_eq!(cache.suggest(&key, &events, &index, &next, 40), []);
+        assert_eq!(cache.suggest(&key, &index, &next, 0), [Preemption { sync: 40, to: 4 }]);
+        assert_eq!(cache.suggest(&key, &index, &next, 40), []);
         let other = Key { observed: 0x21, ..key };
-        assert_eq!(cache.suggest(&other, &events, &index, &next, 0), []);
+        assert_eq!(cache.suggest(&other, &index, &next, 0), []);
     }
 }

@@ -38,7 +38,7 @@ pub fn candidates(
     let new: Vec<&SyncRecord> = sync_trace.iter().filter(|s| open(s) && window.contains(s)).collect();
     let mut out = Vec::new();
     for sync in from_both_ends(&new) {
-        for to in targets(events, index, sync) {
+        for to in targets(index, sync) {
             out.push(Preemption { sync: sync.n, to });
         }
     }
@@ -64,14 +64,10 @@ fn from_both_ends<T: Copy>(items: &[T]) -> Vec<T> {
 /// Lines 3-5 of Algorithm 1: the threads to switch to at `sync`, sorted by
 /// their first event in the log from α on (a thread that appears later is
 /// less likely to be part of the interleaving). The thread the default
-/// replay picks there is left out: trying it changes nothing.
-pub(crate) fn targets(events: &[Event], index: &ThreadEvents, sync: &SyncRecord) -> Vec<Tid> {
-    let owner = events.get(sync.next_event).map(|e| e.tid);
-    let default = match owner {
-        Some(o) if sync.switchable.iter().any(|w| w.tid == o) => o,
-        _ => sync.tid,
-    };
-    let mut threads: Vec<Tid> = sync.switchable.iter().map(|w| w.tid).chain([sync.tid]).filter(|&t| t != default).collect();
+/// replay ran there is left out: trying it changes nothing.
+pub(crate) fn targets(index: &ThreadEvents, sync: &SyncRecord) -> Vec<Tid> {
+    let mut threads: Vec<Tid> =
+        sync.switchable.iter().map(|w| w.tid).chain([sync.tid]).filter(|&t| t != sync.then).collect();
     threads.sort_by_key(|&t| (index.first_from(t, sync.next_event).unwrap_or(usize::MAX), t));
     threads
 }
@@ -81,13 +77,19 @@ mod tests {
     use super::*;
     use weft_record::EventKind;
 
+    /// The owners of the Fig. 9 log's events.
+    const OWNERS: [Tid; 8] = [2, 1, 1, 3, 1, 1, 3, 2];
+
     fn log(owners: &[Tid]) -> Vec<Event> {
         owners.iter().map(|&tid| Event { tid, label: 0, kind: EventKind::Rdtsc { tsc: 0, aux: None, len: 2 } }).collect()
     }
 
     fn sync(n: u64, tid: Tid, next_event: usize, last_event: Option<usize>, switchable: &[Tid]) -> SyncRecord {
-        let switchable = switchable.iter().map(|&tid| weft_replay::Switchable { tid, label: 0, idle: 0 }).collect();
-        SyncRecord { n, tid, label: 0, next_event, last_event, switchable }
+        // The default goes on with the log's next thread when it can.
+        let owner = OWNERS[next_event];
+        let then = if switchable.contains(&owner) { owner } else { tid };
+        let switchable = switchable.iter().map(|&tid| weft_replay::Switchable { tid, label: 0 }).collect();
+        SyncRecord { n, tid, label: 0, next_event, last_event, then, switchable }
     }
 
     /// The example after Algorithm 1 (Fig. 9): at a synchronization of T3,
@@ -95,7 +97,7 @@ mod tests {
     /// by their first event in the rest of the log (#6 of T1, #8 of T2).
     #[test]
     fn backward_order_and_thread_order() {
-        let events = log(&[2, 1, 1, 3, 1, 1, 3, 2]);
+        let events = log(&OWNERS);
         let index = ThreadEvents::new(&events);
         let trace = [
             sync(1, 2, 1, Some(0), &[1, 3]),

@@ -25,7 +25,7 @@ use crate::cache::{FailureCache, Key};
 use crate::coarse;
 use crate::window::ThreadEvents;
 use anyhow::Result;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use weft_record::Trace;
 use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule};
@@ -80,7 +80,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         opts,
         index: ThreadEvents::new(&trace.events),
         cache: FailureCache::default(),
-        dead: HashSet::new(),
+        dead: HashMap::new(),
         echo_from: 0,
         attempts: 0,
     };
@@ -170,9 +170,10 @@ struct Search<'a> {
     opts: &'a ExploreOptions,
     index: ThreadEvents,
     cache: FailureCache,
-    /// Fingerprints of failures nothing got past: a preemption that leads
-    /// to one again is no way forward.
-    dead: HashSet<u64>,
+    /// Failures nothing got past: fingerprint → the `after` they were
+    /// explored with. A preemption that leads to one again, with no more
+    /// of the schedule open to change, is no way forward.
+    dead: HashMap<u64, u64>,
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
@@ -193,10 +194,11 @@ impl Search<'_> {
                 break;
             }
             let Some(p) = top.next_candidate(&self.index, self.trace) else {
-                let (stuck, fingerprint) = (top.alpha_x, top.fingerprint);
+                let (stuck, fingerprint, after) = (top.alpha_x, top.fingerprint, top.after);
                 stack.pop();
                 let Some(p) = admitted.pop() else { break };
-                self.dead.insert(fingerprint);
+                let known = self.dead.entry(fingerprint).or_insert(after);
+                *known = (*known).min(after);
                 eprintln!("weft: nothing gets past event {stuck}; taking back sync<{},{}>", p.sync, p.to);
                 continue;
             };
@@ -206,7 +208,8 @@ impl Search<'_> {
             if reached(&attempt.outcome) <= alpha_x {
                 continue;
             }
-            if self.dead.contains(&attempt.fingerprint) {
+            let after = schedule.iter().map(|q| q.sync).max().unwrap_or(0);
+            if self.dead.get(&attempt.fingerprint).is_some_and(|&dead_after| after >= dead_after) {
                 tracing::debug!(?p, "gets past event {alpha_x} into a state already searched");
                 continue;
             }
@@ -242,7 +245,7 @@ impl Search<'_> {
         let sync_trace = std::mem::take(&mut report.sync_trace);
         let after = schedule.iter().map(|p| p.sync).max().unwrap_or(0);
         let queue: VecDeque<Preemption> = match &key {
-            Some(k) => self.cache.suggest(k, &self.trace.events, &self.index, &sync_trace, after).into(),
+            Some(k) => self.cache.suggest(k, &self.index, &sync_trace, after).into(),
             None => VecDeque::new(),
         };
         if !queue.is_empty() {

@@ -55,14 +55,21 @@ pub struct Window {
 
 impl Window {
     /// The window of the event at index `alpha_x` in `events`, widened
-    /// `widen` times: each widening moves α_p one event back in α_x's
-    /// thread, to explore the preceding window when the current one holds
-    /// no solution (seed 000 §4.3, last paragraph).
+    /// `widen` times, to explore the preceding windows when the current
+    /// one holds no solution (seed 000 §4.3, last paragraph). Widened w
+    /// times, α_p is 2^w events back in α_x's thread rather than one: the
+    /// decisive operation may lie hundreds of events back (sort's first
+    /// lock), and doubling reaches it in a few widenings; each widening
+    /// still adds only the operations the previous one did not hold.
     pub fn of(events: &[Event], index: &ThreadEvents, alpha_x: usize, widen: usize) -> Self {
         let mut alpha_p = Some(alpha_x);
         if let Some(tt) = events.get(alpha_x).map(|e| e.tid) {
-            for _ in 0..=widen {
+            let back = 1usize.checked_shl(widen as u32).unwrap_or(usize::MAX);
+            for _ in 0..back {
                 alpha_p = alpha_p.and_then(|p| index.prec(tt, p));
+                if alpha_p.is_none() {
+                    break;
+                }
             }
         }
         let starts = index.threads().map(|t| (t, alpha_p.and_then(|p| index.prec(t, p)))).collect();
@@ -93,7 +100,7 @@ mod tests {
     }
 
     fn sync(tid: Tid, last_event: Option<usize>) -> SyncRecord {
-        SyncRecord { n: 1, tid, label: 0, next_event: 0, last_event, switchable: vec![] }
+        SyncRecord { n: 1, tid, label: 0, next_event: 0, last_event, then: tid, switchable: vec![] }
     }
 
     #[test]

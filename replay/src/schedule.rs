@@ -8,6 +8,8 @@ use weft_record::Tid;
 
 /// Switch to recorded thread `to` upon the `sync`-th synchronization
 /// operation (counted from 1 over the whole replay): seed 000's `sync<n,t>`.
+/// Operations are pthread acquire entries, release returns and futex
+/// calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Preemption {
     /// The synchronization count n at which to preempt.

@@ -151,8 +151,6 @@ struct Thread {
     woken: bool,
     /// Index of the last log event it matched.
     last_event: Option<usize>,
-    /// The synchronization count when it last ran.
-    ran_at: u64,
 }
 
 /// What to do after handling a scheduling point.
@@ -245,7 +243,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
         steps: 0,
         woken: false,
         last_event: None,
-        ran_at: 0,
     };
     let mut session = Session {
         trace,
@@ -314,7 +311,6 @@ impl Session<'_> {
     fn run(&mut self) -> Result<Outcome> {
         let mut cur = 0;
         loop {
-            self.threads[cur].ran_at = self.sync_count;
             if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
                 match self.advance(cur)? {
                     Advance::Point => {}
@@ -797,7 +793,6 @@ impl Session<'_> {
             steps: 0,
             woken: false,
             last_event: None,
-            ran_at: 0,
         });
         Ok(())
     }
@@ -871,39 +866,48 @@ impl Session<'_> {
     fn sync_point(&mut self, i: usize) -> Step {
         self.sync_count += 1;
         let granted = self.granted.take() == Some(i);
-        if self.sync_trace.wanted() {
-            let t = &self.threads[i];
-            let switchable = (0..self.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
-            let record = SyncRecord {
-                n: self.sync_count,
-                tid: t.rec,
-                label: self.site(i),
-                next_event: self.pos,
-                last_event: t.last_event,
-                switchable: switchable.map(|j| Switchable {
-                    tid: self.threads[j].rec,
-                    label: self.site(j),
-                    idle: self.sync_count - self.threads[j].ran_at,
-                }).collect(),
-            };
-            self.sync_trace.push(record);
-        }
+        let default = match self.next_owner() {
+            Some(j) if !granted && j != i && self.runnable(j) => j,
+            _ => i,
+        };
+        self.record_sync(i, default, granted);
         if granted {
             return Step::Stay;
         }
-        let preempt = self.opts.schedule.preemption_at(self.sync_count).and_then(|rec| self.by_rec.get(&rec).copied());
-        match preempt {
-            Some(j) if j == i => return Step::Stay,
+        match self.preemption() {
+            Some(j) if j == i => Step::Stay,
             Some(j) if self.runnable(j) => {
                 self.granted = Some(j);
-                return Step::Switch(Some(j));
+                Step::Switch(Some(j))
             }
-            _ => {}
+            _ if default == i => Step::Stay,
+            _ => Step::Switch(Some(default)),
         }
-        match self.next_owner() {
-            Some(j) if j != i && self.runnable(j) => Step::Switch(Some(j)),
-            _ => Step::Stay,
+    }
+
+    /// The thread the schedule preempts to at the current synchronization
+    /// count, if any.
+    fn preemption(&self) -> Option<usize> {
+        self.opts.schedule.preemption_at(self.sync_count).and_then(|rec| self.by_rec.get(&rec).copied())
+    }
+
+    /// Adds the synchronization operation thread `i` is at to the sync
+    /// trace; `then` is the thread the default replay runs next.
+    fn record_sync(&mut self, i: usize, then: usize, granted: bool) {
+        if !self.sync_trace.wanted() {
+            return;
         }
+        let switchable = (0..self.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
+        let record = SyncRecord {
+            n: self.sync_count,
+            tid: self.threads[i].rec,
+            label: self.site(i),
+            next_event: self.pos,
+            last_event: self.threads[i].last_event,
+            then: self.threads[then].rec,
+            switchable: switchable.map(|j| Switchable { tid: self.threads[j].rec, label: self.site(j) }).collect(),
+        };
+        self.sync_trace.push(record);
     }
 
     /// The thread to run when the current one cannot: the owner of the

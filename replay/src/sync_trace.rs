@@ -23,6 +23,9 @@ pub struct SyncRecord {
     /// The index of the last event this thread had matched, if any: which
     /// part of the thread's execution it belongs to, for the window.
     pub last_event: Option<usize>,
+    /// The thread the default replay ran next (the performer itself when
+    /// it went on).
+    pub then: Tid,
     /// The other threads that could have been switched to here: the
     /// candidate targets of a preemption.
     pub switchable: Vec<Switchable>,
@@ -38,8 +41,6 @@ pub struct Switchable {
     /// names a thread by this label, so that a cached fix applies to
     /// whichever worker thread is there next time.
     pub label: u64,
-    /// Synchronization operations since it last ran.
-    pub idle: u64,
 }
 
 /// The last `capacity` synchronization records of a replay, oldest first.
