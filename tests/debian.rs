@@ -38,22 +38,25 @@ fn xz_two_threads() {
 
 /// Which sort thread takes the output lock first is decided by a race the
 /// log does not capture: the replay in log order usually deadlocks, and
-/// exploration finds the preemption (seed 000 §4.2). About one recording
-/// in eight has a failure that no single preemption gets past (it needs
-/// m > 1, which the search does not do); for such a recording, and only
-/// for it, the test records once more, and says so.
+/// exploration finds the preemption (seed 000 §4.2). Some recordings
+/// (measured: 2 of 8 recorded on a loaded machine, 1 of 16 on an idle one)
+/// have a first failure that no single preemption gets past (it needs
+/// m > 1, which the search does not do);
+/// for such a recording, and only for it, the test records again, at most
+/// twice, and says so.
 #[test]
 fn sort_parallel() {
     let input = text_file("sort-input.txt", 4);
     let prog = debian_program("sort", "coreutils");
     let argv = [prog.to_str().unwrap(), "--parallel=2", "-S", "64M", input.to_str().unwrap()];
-    for attempt in 0..2 {
+    const RECORDINGS: usize = 3;
+    for attempt in 0..RECORDINGS {
         let trace = trace_dir(&format!("sort-{attempt}"));
         let rec = record(&trace, &argv, Stdio::null());
         assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
         let rep = replay(&trace, &[]);
-        if attempt == 0 && err(&rep).contains("no schedule found") {
-            eprintln!("sort recording 0 needs more than one preemption per failure; recording again");
+        if attempt + 1 < RECORDINGS && err(&rep).contains("no schedule found") {
+            eprintln!("sort recording {attempt} needs more than one preemption at a failure; recording again");
             continue;
         }
         assert_replays_as_recorded("sort", &rec, &rep);
