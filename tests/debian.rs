@@ -19,10 +19,10 @@ fn check(name: &str, bin: &str, package: &str, args: &[&str]) {
 /// pbzip2's writer polls for blocks that consumer threads finish
 /// concurrently; on one core the log order alone does not decide which poll
 /// succeeds, so the replay needs several preemptions found by exploration.
-/// Measured on four recordings of this input: one replayed valid after 272
-/// replays (2 min); three reached a failure no single preemption passes
-/// (m > 1 or fine-grained exploration needed) and ran out of the 500
-/// replays. Run it with `cargo test --release --test debian -- --ignored`.
+/// Measured on eight recordings of this input: three replayed valid after
+/// 272-326 replays (about 2 min); five reached a failure no single
+/// preemption passes (m > 1 or fine-grained exploration needed) and ran
+/// out of the 500 replays. Run it with `cargo test --release --test debian -- --ignored`.
 #[test]
 #[ignore = "exploration finds pbzip2's schedule for only some recordings (needs m > 1 or seed 000 §4.3, and checkpoints)"]
 fn pbzip2_two_threads() {
