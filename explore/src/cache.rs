@@ -57,8 +57,6 @@ struct Fix {
 #[derive(Debug, Default)]
 pub struct FailureCache {
     fixes: HashMap<Key, Vec<Fix>>,
-    /// Suggestions that got past their failure.
-    pub hits: usize,
 }
 
 impl FailureCache {

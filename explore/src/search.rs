@@ -80,6 +80,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         opts,
         index: ThreadEvents::new(&trace.events),
         cache: FailureCache::default(),
+        cache_hits: 0,
         dead: HashMap::new(),
         echo_from: 0,
         attempts: 0,
@@ -95,7 +96,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         report: best.report,
         schedule: Schedule::new(best.schedule),
         attempts: search.attempts,
-        cache_hits: search.cache.hits,
+        cache_hits: search.cache_hits,
     })
 }
 
@@ -170,6 +171,8 @@ struct Search<'a> {
     opts: &'a ExploreOptions,
     index: ThreadEvents,
     cache: FailureCache,
+    /// Failures passed by a preemption the cache suggested.
+    cache_hits: usize,
     /// Failures nothing got past: fingerprint → the `after` they were
     /// explored with. A preemption that leads to one again, with no more
     /// of the schedule open to change, is no way forward.
@@ -217,7 +220,7 @@ impl Search<'_> {
             let cached = top.tried.len() <= top.suggested;
             let from = if cached { " (from the failure cache)" } else { "" };
             eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}{from}", p.sync, p.to);
-            self.cache.hits += usize::from(cached);
+            self.cache_hits += usize::from(cached);
             if let Some(key) = top.key {
                 self.cache.learn(key, p, &top.sync_trace);
             }

@@ -386,7 +386,7 @@ impl Recorder {
             libc::SYS_pread64 => e.args[3],
             _ => file_position(pid, e.args[0] as i32)?.checked_sub(bytes.len() as u64)?,
         };
-        let file = self.trace.link_file(&path).ok().flatten()?;
+        let file = self.trace.link_file(&path, &named).ok().flatten()?;
         Some(FileSlice { file, offset, len: bytes.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(bytes) })
     }
 

@@ -186,18 +186,18 @@ impl TraceWriter {
     /// Copies (or hard-links, when on the same filesystem) `path` into
     /// `files/`, once per distinct file, and describes the copy.
     pub fn copy_file(&mut self, path: &Path) -> Result<MappedFile, TraceError> {
-        Ok(self.place_file(path, true)?.expect("a copy is always placed"))
-    }
-
-    /// Hard-links `path` into `files/` (once per distinct file) and
-    /// describes the link; `Ok(None)` when it cannot be linked (another
-    /// filesystem) and would have to be copied.
-    pub fn link_file(&mut self, path: &Path) -> Result<Option<MappedFile>, TraceError> {
-        self.place_file(path, false)
-    }
-
-    fn place_file(&mut self, path: &Path, may_copy: bool) -> Result<Option<MappedFile>, TraceError> {
         let md = fs::metadata(path).map_err(io_err(path))?;
+        Ok(self.place_file(path, &md, true)?.expect("a copy is always placed"))
+    }
+
+    /// Hard-links `path`, whose metadata is `md`, into `files/` (once per
+    /// distinct file) and describes the link; `Ok(None)` when it cannot be
+    /// linked (another filesystem) and would have to be copied.
+    pub fn link_file(&mut self, path: &Path, md: &fs::Metadata) -> Result<Option<MappedFile>, TraceError> {
+        self.place_file(path, md, false)
+    }
+
+    fn place_file(&mut self, path: &Path, md: &fs::Metadata, may_copy: bool) -> Result<Option<MappedFile>, TraceError> {
         let key = (md.dev(), md.ino(), md.size(), md.mtime());
         if let Some(done) = self.copies.get(&key) {
             return Ok(Some(done.clone()));

@@ -53,13 +53,6 @@ impl Schedule {
         &self.preemptions
     }
 
-    /// This schedule with one more preemption (seed 000 Algorithm 1's `S · S'`).
-    pub fn with(&self, p: Preemption) -> Self {
-        let mut preemptions = self.preemptions.clone();
-        preemptions.push(p);
-        Self::new(preemptions)
-    }
-
     /// Reads a schedule file: one `N:TID` per line; blank lines and lines
     /// starting with `#` are ignored. A missing file is the empty
     /// schedule. Errors: unreadable file, or a malformed line (named).
@@ -111,7 +104,7 @@ mod tests {
     #[test]
     fn saves_and_loads() {
         let dir = std::env::temp_dir().join(format!("weft-schedule-{}", std::process::id()));
-        let s = Schedule::default().with(Preemption { sync: 9, to: 3 }).with(Preemption { sync: 4, to: 2 });
+        let s = Schedule::new(vec![Preemption { sync: 9, to: 3 }, Preemption { sync: 4, to: 2 }]);
         s.save(&dir).unwrap();
         assert_eq!(Schedule::load(&dir).unwrap(), s);
         assert_eq!(s.to_string(), "sync<4,2> sync<9,3>");

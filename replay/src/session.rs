@@ -151,6 +151,9 @@ struct Thread {
     woken: bool,
     /// Index of the last log event it matched.
     last_event: Option<usize>,
+    /// At an acquire entry breakpoint, with a sync trace kept: the
+    /// caller's address (the return address on its stack), read once.
+    caller: Option<u64>,
 }
 
 /// What to do after handling a scheduling point.
@@ -243,6 +246,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
         steps: 0,
         woken: false,
         last_event: None,
+        caller: None,
     };
     let mut session = Session {
         trace,
@@ -350,6 +354,7 @@ impl Session<'_> {
                 _ => None,
             });
             self.threads[i].at = At::Ready;
+            self.threads[i].caller = None;
             if sig.is_none() {
                 self.step_over_breakpoint(i)?;
             }
@@ -411,6 +416,9 @@ impl Session<'_> {
         ptrace::setregs(t.tid, regs)?;
         t.regs = regs;
         t.at = if hit == Hit::Sync { At::Sync } else { At::Ready };
+        if self.sync_trace.wanted() && self.sync.is_acquire(pc) {
+            t.caller = self.mem.read_u64(regs.rsp).ok();
+        }
         Ok(true)
     }
 
@@ -793,6 +801,7 @@ impl Session<'_> {
             steps: 0,
             woken: false,
             last_event: None,
+            caller: None,
         });
         Ok(())
     }
@@ -971,15 +980,11 @@ impl Session<'_> {
     }
 
     /// The program point thread `i` is about to execute: at a pthread
-    /// function's entry breakpoint, its caller (the return address on top
-    /// of the stack), which tells one lock or wait of the program from
-    /// another; elsewhere its pc.
+    /// function's entry breakpoint, its caller, which tells one lock or
+    /// wait of the program from another; elsewhere its pc.
     fn site(&self, i: usize) -> u64 {
-        let regs = &self.threads[i].regs;
-        match self.sync.is_acquire(regs.rip) {
-            true => self.mem.read_u64(regs.rsp).unwrap_or(regs.rip),
-            false => regs.rip,
-        }
+        let t = &self.threads[i];
+        t.caller.unwrap_or(t.regs.rip)
     }
 
     fn position(&self, i: usize) -> Position {
