@@ -45,6 +45,15 @@ pub fn candidates(
     Some(out)
 }
 
+/// The second preemptions tried after a tentative first one (seed 000
+/// §4.2, the recursive version of Algorithm 1 for m = 2): at each of the
+/// operations `following` it, nearest first. The first preemption's grant
+/// ends in these operations, and the thread it leaves off at is typically
+/// the one that must go on (or wait) for the replay to get past.
+pub fn after_first(index: &ThreadEvents, following: &[SyncRecord]) -> Vec<Preemption> {
+    following.iter().flat_map(|sync| targets(index, sync).into_iter().map(|to| Preemption { sync: sync.n, to })).collect()
+}
+
 /// `items` (oldest first) as latest, earliest, second latest, second
 /// earliest, ...
 fn from_both_ends<T: Copy>(items: &[T]) -> Vec<T> {

@@ -17,6 +17,14 @@
 //! Before the window's candidates, each failure tries what the failure
 //! cache (§5, `cache.rs`) learnt from earlier failures that looked alike.
 //!
+//! When no single preemption gets past a failure, pairs are tried (m = 2,
+//! §4.2's recursive version): a first preemption that reached the failure
+//! in a new state is admitted tentatively, latest first, and a second is
+//! sought in the operations just after it. pbzip2 needs this: one consumer
+//! must take the last block (the first preemption) and the reader must
+//! then mark the input done before that consumer compresses it (the
+//! second), so that the other consumer exits where the log says.
+//!
 //! weft has no checkpoints yet, so every attempt replays from the start.
 //! Replays are deterministic, so an attempt reaches the window in exactly
 //! the state the failed replay had.
@@ -32,6 +40,11 @@ use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule};
 
 /// Synchronization records a failed replay keeps for its window.
 const SYNC_TRACE_LEN: usize = 4096;
+/// Windows (the first, widened once, ...) whose single preemptions are all
+/// tried before pairs: further widenings come after the pairs so far.
+const PAIRS_AFTER_WIDENING: usize = 2;
+/// Operations after a tentative first preemption where a second is tried.
+const SECOND_REACH: usize = 12;
 
 /// How to search.
 #[derive(Debug, Clone)]
@@ -124,20 +137,81 @@ struct Failed {
     tried: HashSet<Preemption>,
     /// How many candidates the failure cache put first in the queue.
     suggested: usize,
+    /// This failure is explored for the second preemption of a pair: it
+    /// neither widens its window nor starts pairs of its own.
+    second: bool,
+    /// Candidates that reached the failure in a new state: first
+    /// preemptions of pairs, once no single preemption gets past.
+    movers: Vec<Mover>,
+    /// Fingerprints of the states the movers reached.
+    seen: HashSet<u64>,
+}
+
+/// A preemption that did not get past a failure but reached it in another
+/// state: the first of a pair (m = 2).
+struct Mover {
+    p: Preemption,
+    fingerprint: u64,
+    /// Its replay's synchronization records after `p`, at most
+    /// [`SECOND_REACH`]: where the second preemption is tried.
+    following: Vec<weft_replay::SyncRecord>,
 }
 
 impl Failed {
     /// The next preemption to try, widening the window when the current
     /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
-    /// nothing left.
+    /// nothing left, or when pairs are due (the first windows are used up
+    /// and there are movers): widening resumes after them.
     fn next_candidate(&mut self, index: &ThreadEvents, trace: &Trace) -> Option<Preemption> {
         loop {
+            if self.queue.is_empty() && self.widen >= PAIRS_AFTER_WIDENING && !self.movers.is_empty() {
+                return None;
+            }
             self.refill(index, trace);
             let p = self.queue.pop_front()?;
             if self.tried.insert(p) {
                 return Some(p);
             }
         }
+    }
+
+    /// Keeps `p` as a first preemption of a pair if its replay, `report`,
+    /// reached this failure in a state not seen before.
+    fn note_mover(&mut self, p: Preemption, report: &mut Report, dead: &HashMap<u64, u64>) {
+        let fresh = reached(&report.outcome) == self.alpha_x
+            && !self.second
+            && report.fingerprint != self.fingerprint
+            && !dead.contains_key(&report.fingerprint)
+            && self.seen.insert(report.fingerprint);
+        if fresh {
+            let following = report.sync_trace.iter().filter(|s| s.n > p.sync).take(SECOND_REACH).cloned().collect();
+            self.movers.push(Mover { p, fingerprint: report.fingerprint, following });
+        }
+    }
+
+    /// The failure to explore for the second preemption of a pair, with
+    /// the latest mover admitted first; `None` when none is left.
+    fn next_pair(&mut self, index: &ThreadEvents) -> Option<(Preemption, Failed)> {
+        let latest = (0..self.movers.len()).max_by_key(|&k| self.movers[k].p.sync)?;
+        let m = self.movers.swap_remove(latest);
+        let queue = coarse::after_first(index, &m.following);
+        let failed = Failed {
+            alpha_x: self.alpha_x,
+            fingerprint: m.fingerprint,
+            kind: self.kind,
+            key: None,
+            sync_trace: m.following,
+            after: m.p.sync,
+            widen: 0,
+            queue: queue.into(),
+            exhausted: true,
+            tried: HashSet::new(),
+            suggested: 0,
+            second: true,
+            movers: Vec::new(),
+            seen: HashSet::new(),
+        };
+        Some((m.p, failed))
     }
 
     /// Fills the empty queue from the window, widened as needed.
@@ -197,6 +271,15 @@ impl Search<'_> {
                 break;
             }
             let Some(p) = top.next_candidate(&self.index, self.trace) else {
+                if let Some((first, pair)) = top.next_pair(&self.index) {
+                    eprintln!(
+                        "weft: no single preemption gets past event {}; trying pairs after sync<{},{}> (m = 2)",
+                        top.alpha_x, first.sync, first.to
+                    );
+                    admitted.push(first);
+                    stack.push(pair);
+                    continue;
+                }
                 let (stuck, fingerprint, after) = (top.alpha_x, top.fingerprint, top.after);
                 stack.pop();
                 let Some(p) = admitted.pop() else { break };
@@ -209,6 +292,7 @@ impl Search<'_> {
             let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
             let mut attempt = self.attempt(&schedule)?;
             if reached(&attempt.outcome) <= alpha_x {
+                top.note_mover(p, &mut attempt, &self.dead);
                 continue;
             }
             let after = schedule.iter().map(|q| q.sync).max().unwrap_or(0);
@@ -270,6 +354,9 @@ impl Search<'_> {
             queue,
             exhausted: false,
             tried: HashSet::new(),
+            second: false,
+            movers: Vec::new(),
+            seen: HashSet::new(),
         })
     }
 

@@ -14,7 +14,7 @@ use crate::failure::Failure;
 use crate::futex::{self, Queues, Wait};
 use crate::position::Position;
 use crate::schedule::Schedule;
-use crate::sync_points::{Hit, StepOver, SyncPoints};
+use crate::sync_points::{Hit, Op, StepOver, SyncPoints};
 use crate::sync_trace::{Switchable, SyncRecord, SyncTrace};
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
@@ -111,7 +111,7 @@ enum At {
     /// At a signal-delivery-stop, not yet handled.
     Fault(NixSignal),
     /// At a synchronization point (a pthread breakpoint), not yet handled.
-    Sync,
+    Sync(Op),
     /// Blocked in an emulated futex wait, at its syscall-entry stop.
     Blocked(Wait),
     /// Released from a futex wait; the syscall returns this value.
@@ -156,6 +156,31 @@ struct Thread {
     caller: Option<u64>,
 }
 
+/// A preemption's grant: how weft reads seed 000's `sync<n,t>`. The
+/// thread t switched to runs its next synchronized block before the
+/// default order applies again; switching to t only to have the log order
+/// switch back at its next lock entry could not reorder any critical
+/// section. When the preempted thread was about to take a lock, t runs
+/// until it releases that lock (t's critical section on it goes first);
+/// otherwise t runs through its next acquire. A grant also ends when t
+/// blocks or waits for its turn in the log.
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    thread: usize,
+    until: Until,
+}
+
+/// Where a [`Grant`] ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// At the granted thread's point after releasing this lock.
+    Released(u64),
+    /// At its point after its next acquire's entry.
+    Acquire,
+    /// It has passed that entry: at its next point.
+    Acquired,
+}
+
 /// What to do after handling a scheduling point.
 enum Step {
     /// Keep running the current thread.
@@ -196,9 +221,9 @@ struct Session<'a> {
     pos: usize,
     /// Synchronization operations so far (seed 000's sync_cnt).
     sync_count: u64,
-    /// The thread a preemption switched to, until it passes its next
-    /// synchronization operation.
-    granted: Option<usize>,
+    /// The thread a preemption switched to, until it has run its next
+    /// synchronized block.
+    granted: Option<Grant>,
     futexes: Queues,
     sync: SyncPoints,
     /// Each recorded thread's event indices, ascending.
@@ -331,7 +356,8 @@ impl Session<'_> {
                 Step::Stay => self.note(cur),
                 Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
                     Ok(next) => {
-                        if self.granted != Some(next) {
+                        tracing::trace!(event = self.pos, from = self.threads[cur].rec, to = self.threads[next].rec, "switch");
+                        if self.granted.map(|g| g.thread) != Some(next) {
                             self.granted = None;
                         }
                         cur = next;
@@ -384,7 +410,7 @@ impl Session<'_> {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
                 WaitStatus::Stopped(_, NixSignal::SIGTRAP) if self.breakpoint(i)? => {
-                    if self.threads[i].at == At::Sync {
+                    if matches!(self.threads[i].at, At::Sync(_)) {
                         return Ok(Advance::Point);
                     }
                 }
@@ -410,13 +436,16 @@ impl Session<'_> {
     fn breakpoint(&mut self, i: usize) -> Result<bool> {
         let t = &mut self.threads[i];
         let mut regs = ptrace::getregs(t.tid)?;
+        let Some(hit) = self.sync.hit(&self.mem, i, &regs)? else { return Ok(false) };
         let pc = regs.rip.wrapping_sub(1);
-        let Some(hit) = self.sync.hit(&self.mem, i, pc, regs.rsp)? else { return Ok(false) };
         regs.rip = pc;
         ptrace::setregs(t.tid, regs)?;
         t.regs = regs;
-        t.at = if hit == Hit::Sync { At::Sync } else { At::Ready };
-        if self.sync_trace.wanted() && self.sync.is_acquire(pc) {
+        t.at = match hit {
+            Hit::Sync(op) => At::Sync(op),
+            Hit::Entered | Hit::Passing => At::Ready,
+        };
+        if self.sync_trace.wanted() && matches!(hit, Hit::Sync(Op::Acquire(_))) {
             t.caller = self.mem.read_u64(regs.rsp).ok();
         }
         Ok(true)
@@ -465,9 +494,9 @@ impl Session<'_> {
                 self.finish_syscall(i, result)?;
                 Ok(Step::Stay)
             }
-            At::Sync => {
+            At::Sync(op) => {
                 self.threads[i].at = At::Ready;
-                Ok(self.sync_point(i))
+                Ok(self.sync_point(i, Some(op)))
             }
             At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
@@ -625,7 +654,7 @@ impl Session<'_> {
             Class::Futex => {
                 self.threads[i].woken = false;
                 self.finish_syscall(i, s.result)?;
-                return Ok(self.sync_point(i));
+                return Ok(self.sync_point(i, None));
             }
             Class::Execute | Class::Clone | Class::Refused => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
         }
@@ -823,7 +852,7 @@ impl Session<'_> {
                     self.release(w);
                 }
                 self.finish_syscall(i, result)?;
-                Ok(self.sync_point(i))
+                Ok(self.sync_point(i, None))
             }
             futex::Action::Unsupported(op) => {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")
@@ -867,31 +896,55 @@ impl Session<'_> {
     /// A synchronization point: preempt as the schedule says, else switch
     /// to the thread of the log's next event when it can run.
     ///
-    /// A thread preempted to keeps running through its next synchronization
-    /// operation (its first point is a no-op): switching to a thread only
-    /// to have the log order switch back at its lock entry could not
-    /// reorder any critical section. This is how weft reads seed 000's
-    /// `sync<n,t>`: t runs one synchronized block.
-    fn sync_point(&mut self, i: usize) -> Step {
+    /// A thread preempted to runs under a [`Grant`] (its points are
+    /// no-ops until the grant ends). `op` is the pthread operation thread
+    /// `i` is at (`None` at a futex wake).
+    fn sync_point(&mut self, i: usize, op: Option<Op>) -> Step {
         self.sync_count += 1;
-        let granted = self.granted.take() == Some(i);
+        let granted = self.grant_holds(i, op);
         let default = match self.next_owner() {
             Some(j) if !granted && j != i && self.runnable(j) => j,
             _ => i,
         };
         self.record_sync(i, default, granted);
+        tracing::trace!(n = self.sync_count, tid = self.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.pos, granted, "synchronization");
         if granted {
             return Step::Stay;
         }
         match self.preemption() {
             Some(j) if j == i => Step::Stay,
             Some(j) if self.runnable(j) => {
-                self.granted = Some(j);
+                let until = match op {
+                    Some(Op::Acquire(lock)) => Until::Released(lock),
+                    _ => Until::Acquire,
+                };
+                self.granted = Some(Grant { thread: j, until });
                 Step::Switch(Some(j))
             }
             _ if default == i => Step::Stay,
             _ => Step::Switch(Some(default)),
         }
+    }
+
+    /// Whether thread `i`, at a synchronization point at `op`, runs on
+    /// under a preemption's grant; ends the grant when it does not.
+    fn grant_holds(&mut self, i: usize, op: Option<Op>) -> bool {
+        let Some(grant) = self.granted.as_mut().filter(|g| g.thread == i) else { return false };
+        let ends = match (grant.until, op) {
+            (Until::Released(lock), Some(Op::Released(object))) => object == lock,
+            (Until::Released(_), _) => false,
+            (Until::Acquired, _) => true,
+            (Until::Acquire, op) => {
+                if matches!(op, Some(Op::Acquire(_))) {
+                    grant.until = Until::Acquired;
+                }
+                false
+            }
+        };
+        if ends {
+            self.granted = None;
+        }
+        !ends
     }
 
     /// The thread the schedule preempts to at the current synchronization
@@ -942,7 +995,7 @@ impl Session<'_> {
 
     fn describe_thread(&self, t: &Thread) -> String {
         let state = match t.at {
-            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync => "runnable".to_string(),
+            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => "runnable".to_string(),
             At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
             At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
@@ -973,7 +1026,7 @@ impl Session<'_> {
     /// at a logged event would only hand control back.
     fn switchable(&self, j: usize) -> bool {
         match self.threads[j].at {
-            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync => true,
+            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => true,
             At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
             At::Fault(_) | At::Blocked(_) | At::Exited => false,
         }

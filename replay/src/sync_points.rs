@@ -4,12 +4,19 @@
 //! preemption test *before* each acquire and *after* each release; the
 //! "after" is a one-shot breakpoint on the caller's return address, tied to
 //! the thread and its stack pointer.
+//!
+//! Each point names the synchronization object it concerns (the mutex a
+//! lock or a condition wait takes, the object a release frees), so that a
+//! preemption can reorder two threads' critical sections on one lock.
 
 use anyhow::{Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol};
 use std::collections::HashMap;
 use std::path::Path;
 use weft_record::tracee::Memory;
+
+/// Condition waits: the mutex they take back is their second argument.
+const COND_WAIT: &[&str] = &["pthread_cond_wait", "pthread_cond_timedwait"];
 
 /// Functions with a preemption test before them (acquires and waits).
 const ACQUIRE: &[&str] = &[
@@ -53,25 +60,56 @@ pub enum StepOver {
     Step(u8),
 }
 
+/// A synchronization point: what the thread is about to do or has done,
+/// and to which object (a pthread object's address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Before an acquire or wait; the object is the lock it takes (a
+    /// condition wait's mutex), or the semaphore, barrier or thread.
+    Acquire(u64),
+    /// After a release or signal of this object.
+    Released(u64),
+}
+
 /// What a breakpoint hit means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hit {
-    /// A synchronization point: the thread is before an acquire or after a
-    /// release.
-    Sync,
+    /// A synchronization point.
+    Sync(Op),
     /// A release function's entry: its return breakpoint is now set; run on.
     Entered,
     /// Another thread's return breakpoint: not a point for this thread.
     Passing,
 }
 
+/// The kind of pthread function an entry breakpoint is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Function {
+    /// An acquire or wait of its first argument.
+    Acquire,
+    /// A condition wait: it takes back its second argument, the mutex.
+    CondWait,
+    /// A release or signal of its first argument.
+    Release,
+}
+
+/// A thread inside a release function, to stop at its return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Return {
+    thread: usize,
+    /// The stack pointer after the return.
+    rsp: u64,
+    /// The object released.
+    object: u64,
+}
+
 /// The breakpoints of one replay.
 #[derive(Default)]
 pub struct SyncPoints {
-    /// Entry breakpoints: address → is a release function.
-    entries: HashMap<u64, bool>,
-    /// Return breakpoints: address → (thread key, stack pointer after return).
-    returns: HashMap<u64, Vec<(usize, u64)>>,
+    /// Entry breakpoints: address → the function's kind.
+    entries: HashMap<u64, Function>,
+    /// Return breakpoints: address → the threads to stop there.
+    returns: HashMap<u64, Vec<Return>>,
     /// Original byte under every int3 we placed, and whether the
     /// instruction there is `endbr64` (a no-op a thread may skip).
     original: HashMap<u64, (u8, bool)>,
@@ -96,46 +134,51 @@ impl SyncPoints {
         };
         for sym in elf.dynamic_symbols() {
             let Ok(name) = sym.name() else { continue };
-            let release = RELEASE.contains(&name);
-            if (release || ACQUIRE.contains(&name)) && sym.address() != 0 {
+            let function = if RELEASE.contains(&name) {
+                Function::Release
+            } else if COND_WAIT.contains(&name) {
+                Function::CondWait
+            } else if ACQUIRE.contains(&name) {
+                Function::Acquire
+            } else {
+                continue;
+            };
+            if sym.address() != 0 {
                 let at = base + sym.address();
-                self.entries.insert(at, release);
+                self.entries.insert(at, function);
                 self.arm(mem, at)?;
             }
         }
         Ok(())
     }
 
-    /// Whether `addr` is the entry of an acquire or wait function, where
-    /// a thread's caller is the return address on top of its stack.
-    pub fn is_acquire(&self, addr: u64) -> bool {
-        self.entries.get(&addr) == Some(&false)
-    }
-
-    /// Classifies an int3 hit at `addr` by thread `thread` with stack
-    /// pointer `rsp`; `None` if it is not one of ours.
-    pub fn hit(&mut self, mem: &Memory, thread: usize, addr: u64, rsp: u64) -> Result<Option<Hit>> {
-        if let Some(&release) = self.entries.get(&addr) {
-            if !release {
-                return Ok(Some(Hit::Sync));
+    /// Classifies an int3 hit at `regs.rip - 1` by thread `thread`; `None`
+    /// if it is not one of ours.
+    pub fn hit(&mut self, mem: &Memory, thread: usize, regs: &libc::user_regs_struct) -> Result<Option<Hit>> {
+        let (addr, rsp) = (regs.rip.wrapping_sub(1), regs.rsp);
+        match self.entries.get(&addr) {
+            Some(Function::Acquire) => return Ok(Some(Hit::Sync(Op::Acquire(regs.rdi)))),
+            Some(Function::CondWait) => return Ok(Some(Hit::Sync(Op::Acquire(regs.rsi)))),
+            Some(Function::Release) => {
+                let ret = mem.read_u64(rsp)?;
+                self.returns.entry(ret).or_default().push(Return { thread, rsp: rsp + 8, object: regs.rdi });
+                self.arm(mem, ret)?;
+                return Ok(Some(Hit::Entered));
             }
-            let ret = mem.read_u64(rsp)?;
-            self.returns.entry(ret).or_default().push((thread, rsp + 8));
-            self.arm(mem, ret)?;
-            return Ok(Some(Hit::Entered));
+            None => {}
         }
         let Some(waiting) = self.returns.get_mut(&addr) else { return Ok(None) };
-        let Some(k) = waiting.iter().position(|&w| w == (thread, rsp)) else {
+        let Some(k) = waiting.iter().position(|w| (w.thread, w.rsp) == (thread, rsp)) else {
             return Ok(Some(Hit::Passing));
         };
-        waiting.swap_remove(k);
+        let object = waiting.swap_remove(k).object;
         if waiting.is_empty() {
             self.returns.remove(&addr);
             if !self.entries.contains_key(&addr) {
                 self.disarm(mem, addr)?;
             }
         }
-        Ok(Some(Hit::Sync))
+        Ok(Some(Hit::Sync(Op::Released(object))))
     }
 
     /// How a thread stopped at `addr` gets past our int3 there, if any.
