@@ -51,7 +51,7 @@ enum Command {
         #[arg(long)]
         no_explore: bool,
         /// Replays the schedule search may run in all.
-        #[arg(long, default_value_t = 500, value_name = "N")]
+        #[arg(long, default_value_t = 1000, value_name = "N")]
         max_attempts: usize,
         /// Seconds a thread may run without reaching a scheduling point
         /// before the replay is stopped as a livelock.

@@ -129,4 +129,17 @@ mod tests {
         // The first window already holds every operation: nothing to widen.
         assert_eq!(candidates(&events, &index, 6, 1, &trace, 0), None);
     }
+
+    /// Second preemptions go at the operations after the first, nearest
+    /// first, each to every thread the default did not run there.
+    #[test]
+    fn pairs_try_the_nearest_operations_first() {
+        let events = log(&OWNERS);
+        let index = ThreadEvents::new(&events);
+        let following = [sync(5, 3, 4, Some(3), &[1, 2]), sync(6, 1, 5, Some(4), &[3])];
+        let got: Vec<(u64, Tid)> = after_first(&index, &following).iter().map(|p| (p.sync, p.to)).collect();
+        // At n=5 the default goes to T1 (event #5 is T1's): T3, then T2.
+        // At n=6 T1 goes on itself (#6 is T1's): only T3 is new.
+        assert_eq!(got, [(5, 3), (5, 2), (6, 3)]);
+    }
 }

@@ -63,7 +63,7 @@ impl Default for ExploreOptions {
     fn default() -> Self {
         Self {
             replay: ReplayOptions::default(),
-            max_attempts: 500,
+            max_attempts: 1000,
             attempt_timeout: Duration::from_secs(10),
         }
     }
