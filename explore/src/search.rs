@@ -36,7 +36,7 @@ use anyhow::Result;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use weft_record::Trace;
-use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule};
+use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule, SyncRecord};
 
 /// Synchronization records a failed replay keeps for its window.
 const SYNC_TRACE_LEN: usize = 4096;
@@ -127,7 +127,7 @@ struct Failed {
     fingerprint: u64,
     kind: &'static str,
     key: Option<Key>,
-    sync_trace: Vec<weft_replay::SyncRecord>,
+    sync_trace: Vec<SyncRecord>,
     /// The synchronization count of the last preemption already admitted.
     after: u64,
     widen: usize,
@@ -154,10 +154,31 @@ struct Mover {
     fingerprint: u64,
     /// Its replay's synchronization records after `p`, at most
     /// [`SECOND_REACH`]: where the second preemption is tried.
-    following: Vec<weft_replay::SyncRecord>,
+    following: Vec<SyncRecord>,
 }
 
 impl Failed {
+    /// A failure at `alpha_x` of the replay with `fingerprint`, to explore
+    /// in its window from nothing tried yet.
+    fn new(alpha_x: usize, fingerprint: u64, kind: &'static str, sync_trace: Vec<SyncRecord>, after: u64) -> Self {
+        Self {
+            alpha_x,
+            fingerprint,
+            kind,
+            key: None,
+            sync_trace,
+            after,
+            widen: 0,
+            queue: VecDeque::new(),
+            exhausted: false,
+            tried: HashSet::new(),
+            suggested: 0,
+            second: false,
+            movers: Vec::new(),
+            seen: HashSet::new(),
+        }
+    }
+
     /// The next preemption to try, widening the window when the current
     /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
     /// nothing left, or when pairs are due (the first windows are used up
@@ -177,7 +198,7 @@ impl Failed {
 
     /// Keeps `p` as a first preemption of a pair if its replay, `report`,
     /// reached this failure in a state not seen before.
-    fn note_mover(&mut self, p: Preemption, report: &mut Report, dead: &HashMap<u64, u64>) {
+    fn note_mover(&mut self, p: Preemption, report: &Report, dead: &HashMap<u64, u64>) {
         let fresh = reached(&report.outcome) == self.alpha_x
             && !self.second
             && report.fingerprint != self.fingerprint
@@ -194,22 +215,11 @@ impl Failed {
     fn next_pair(&mut self, index: &ThreadEvents) -> Option<(Preemption, Failed)> {
         let latest = (0..self.movers.len()).max_by_key(|&k| self.movers[k].p.sync)?;
         let m = self.movers.swap_remove(latest);
-        let queue = coarse::after_first(index, &m.following);
         let failed = Failed {
-            alpha_x: self.alpha_x,
-            fingerprint: m.fingerprint,
-            kind: self.kind,
-            key: None,
-            sync_trace: m.following,
-            after: m.p.sync,
-            widen: 0,
-            queue: queue.into(),
+            queue: coarse::after_first(index, &m.following).into(),
             exhausted: true,
-            tried: HashSet::new(),
-            suggested: 0,
             second: true,
-            movers: Vec::new(),
-            seen: HashSet::new(),
+            ..Failed::new(self.alpha_x, m.fingerprint, self.kind, m.following, m.p.sync)
         };
         Some((m.p, failed))
     }
@@ -292,7 +302,7 @@ impl Search<'_> {
             let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
             let mut attempt = self.attempt(&schedule)?;
             if reached(&attempt.outcome) <= alpha_x {
-                top.note_mover(p, &mut attempt, &self.dead);
+                top.note_mover(p, &attempt, &self.dead);
                 continue;
             }
             let after = schedule.iter().map(|q| q.sync).max().unwrap_or(0);
@@ -343,20 +353,10 @@ impl Search<'_> {
             );
         }
         Some(Failed {
-            alpha_x,
-            fingerprint: report.fingerprint,
-            kind: failure.kind(),
             key,
-            sync_trace,
-            after,
-            widen: 0,
             suggested: queue.len(),
             queue,
-            exhausted: false,
-            tried: HashSet::new(),
-            second: false,
-            movers: Vec::new(),
-            seen: HashSet::new(),
+            ..Failed::new(alpha_x, report.fingerprint, failure.kind(), sync_trace, after)
         })
     }
 

@@ -15,36 +15,30 @@ use std::collections::HashMap;
 use std::path::Path;
 use weft_record::tracee::Memory;
 
-/// Condition waits: the mutex they take back is their second argument.
-const COND_WAIT: &[&str] = &["pthread_cond_wait", "pthread_cond_timedwait"];
-
-/// Functions with a preemption test before them (acquires and waits).
-const ACQUIRE: &[&str] = &[
-    "pthread_mutex_lock",
-    "pthread_mutex_trylock",
-    "pthread_mutex_timedlock",
-    "pthread_rwlock_rdlock",
-    "pthread_rwlock_wrlock",
-    "pthread_rwlock_tryrdlock",
-    "pthread_rwlock_trywrlock",
-    "pthread_spin_lock",
-    "pthread_cond_wait",
-    "pthread_cond_timedwait",
-    "pthread_barrier_wait",
-    "pthread_join",
-    "sem_wait",
-    "sem_timedwait",
-    "sem_trywait",
-];
-
-/// Functions with a preemption test after them (releases and signals).
-const RELEASE: &[&str] = &[
-    "pthread_mutex_unlock",
-    "pthread_rwlock_unlock",
-    "pthread_spin_unlock",
-    "pthread_cond_signal",
-    "pthread_cond_broadcast",
-    "sem_post",
+/// The pthread functions with a synchronization point: a preemption test
+/// before each acquire or wait, after each release or signal.
+const FUNCTIONS: &[(&str, Function)] = &[
+    ("pthread_mutex_lock", Function::Acquire),
+    ("pthread_mutex_trylock", Function::Acquire),
+    ("pthread_mutex_timedlock", Function::Acquire),
+    ("pthread_rwlock_rdlock", Function::Acquire),
+    ("pthread_rwlock_wrlock", Function::Acquire),
+    ("pthread_rwlock_tryrdlock", Function::Acquire),
+    ("pthread_rwlock_trywrlock", Function::Acquire),
+    ("pthread_spin_lock", Function::Acquire),
+    ("pthread_cond_wait", Function::CondWait),
+    ("pthread_cond_timedwait", Function::CondWait),
+    ("pthread_barrier_wait", Function::Acquire),
+    ("pthread_join", Function::Acquire),
+    ("sem_wait", Function::Acquire),
+    ("sem_timedwait", Function::Acquire),
+    ("sem_trywait", Function::Acquire),
+    ("pthread_mutex_unlock", Function::Release),
+    ("pthread_rwlock_unlock", Function::Release),
+    ("pthread_spin_unlock", Function::Release),
+    ("pthread_cond_signal", Function::Release),
+    ("pthread_cond_broadcast", Function::Release),
+    ("sem_post", Function::Release),
 ];
 
 const INT3: u8 = 0xcc;
@@ -134,15 +128,7 @@ impl SyncPoints {
         };
         for sym in elf.dynamic_symbols() {
             let Ok(name) = sym.name() else { continue };
-            let function = if RELEASE.contains(&name) {
-                Function::Release
-            } else if COND_WAIT.contains(&name) {
-                Function::CondWait
-            } else if ACQUIRE.contains(&name) {
-                Function::Acquire
-            } else {
-                continue;
-            };
+            let Some(&(_, function)) = FUNCTIONS.iter().find(|(f, _)| *f == name) else { continue };
             if sym.address() != 0 {
                 let at = base + sym.address();
                 self.entries.insert(at, function);
