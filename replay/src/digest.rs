@@ -8,7 +8,7 @@ use weft_record::Tid;
 use xxhash_rust::xxh3::Xxh3;
 
 /// The running digest and its lines.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Digest {
     total: Xxh3,
     lines: Vec<String>,

@@ -39,7 +39,7 @@ pub enum Action {
 }
 
 /// The wait queues: every blocked thread, in the order it blocked.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Queues {
     waiters: Vec<(usize, Wait)>,
 }

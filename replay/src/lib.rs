@@ -11,10 +11,12 @@
 //! what a failed replay tells exploration, and `position.rs` the notion of
 //! time the debugger and UI will share.
 
+pub mod checkpoint;
 mod digest;
 pub mod failure;
 pub mod futex;
 pub mod position;
+mod remote;
 pub mod schedule;
 mod session;
 mod sync_points;
@@ -24,5 +26,6 @@ mod watchdog;
 pub use failure::Failure;
 pub use position::Position;
 pub use schedule::{Preemption, Schedule};
-pub use session::{replay, Outcome, ReplayOptions, Report};
+pub use checkpoint::Policy as CheckpointPolicy;
+pub use session::{replay, Outcome, ReplayOptions, Replayer, Report};
 pub use sync_trace::{Switchable, SyncRecord};

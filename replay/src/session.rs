@@ -9,6 +9,8 @@
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
 //! thread start and exit.
 
+use crate::checkpoint::{Checkpoints, Policy, Template, ThreadImage};
+use crate::remote;
 use crate::digest::{self, Digest};
 use crate::failure::Failure;
 use crate::futex::{self, Queues, Wait};
@@ -28,7 +30,7 @@ use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_record::event::{signal_name, End, Event, EventKind, Syscall};
 use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Launch, Memory, Regs};
@@ -97,6 +99,9 @@ pub struct Report {
     /// (memory is not hashed; registers stand for it), so exploration
     /// need not search on from both.
     pub fingerprint: u64,
+    /// The synchronization count of the checkpoint this replay resumed
+    /// from (`None`: it started the program).
+    pub resumed_at: Option<u64>,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -135,6 +140,7 @@ enum Observed {
     Rdtsc { pc: u64, len: u8, rdtscp: bool },
 }
 
+#[derive(Clone)]
 struct Thread {
     /// Recorded tid.
     rec: Tid,
@@ -227,82 +233,296 @@ struct Session<'a> {
     futexes: Queues,
     sync: SyncPoints,
     /// Each recorded thread's event indices, ascending.
-    thread_events: HashMap<Tid, Vec<usize>>,
+    thread_events: &'a HashMap<Tid, Vec<usize>>,
     digest: Option<Digest>,
     watchdog: Watchdog,
     warned: HashSet<i64>,
     /// The last signal delivered: (thread, pc), to check a fatal end.
     last_delivery: Option<(Tid, u64)>,
     sync_trace: SyncTrace,
+    /// Address of a `syscall` instruction in the tracee (remote syscalls
+    /// for checkpoints), once a thread has stopped at one.
+    syscall_insn: Option<u64>,
+    /// Where checkpoints go (`None`: none are taken).
+    checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+    /// When the last checkpoint was taken or resumed from.
+    since_checkpoint: Instant,
 }
 
-/// Replays `trace` on one core and validates it against the log. Errors
-/// are weft's own problems (the program cannot be started, ptrace fails);
-/// an invalid replay is an [`Outcome::Invalid`].
+/// A replay's state at a synchronization point, kept with a checkpoint's
+/// [`Template`] to resume the replay there: the [`Session`] fields that
+/// change as it runs, every thread's [`ThreadImage`], and the point
+/// (thread `cur` at operation `op`, not yet counted).
+#[derive(Clone)]
+struct Snapshot {
+    threads: Vec<Thread>,
+    by_rec: HashMap<Tid, usize>,
+    pos: usize,
+    sync_count: u64,
+    granted: Option<Grant>,
+    futexes: Queues,
+    sync: SyncPoints,
+    digest: Option<Digest>,
+    warned: HashSet<i64>,
+    last_delivery: Option<(Tid, u64)>,
+    sync_trace: SyncTrace,
+    syscall_insn: Option<u64>,
+    images: Vec<Option<ThreadImage>>,
+    cur: usize,
+    op: Option<Op>,
+}
+
+impl Snapshot {
+    /// Whether a replay with `opts` can resume from it: it keeps the same
+    /// digest and sync trace (the schedule is the checkpoint's business).
+    fn fits(&self, opts: &ReplayOptions) -> bool {
+        self.digest.is_some() == opts.digest && self.sync_trace.capacity() == opts.sync_trace_len
+    }
+}
+
+/// Replays `trace` on one core and validates it against the log, starting
+/// the program from scratch. Errors are weft's own problems (the program
+/// cannot be started, ptrace fails); an invalid replay is an
+/// [`Outcome::Invalid`].
 pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
-    let meta = &trace.meta;
-    let exe = executable(trace)?;
-    let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
-    let cwd = Path::new(OsStr::from_bytes(&meta.cwd));
-    let launch = Launch {
-        exe: cstr(exe.as_os_str().as_encoded_bytes())?,
-        argv: meta.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
-        env: meta.env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
-        cwd: cwd.is_dir().then(|| cstr(&meta.cwd)).transpose()?,
-        filters: vec![],
-        one_cpu: true,
-        null_stdin: true,
-    };
-    let pid = tracee::launch(&launch)?;
-    let mem = Memory::open(pid)?;
-    let regs = ptrace::getregs(pid)?;
-    let random = tracee::patch_auxv(&mem, regs.rsp)?;
-    mem.write(random, &meta.at_random)?;
-    let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
-    for (i, e) in trace.events.iter().enumerate() {
-        thread_events.entry(e.tid).or_default().push(i);
+    Replayer::new(trace).replay(opts)
+}
+
+/// Replays one trace, again and again (exploration), optionally keeping
+/// checkpoints so that a replay whose schedule shares a prefix with an
+/// earlier one resumes where that prefix ends instead of starting over.
+/// Resuming is exact: a replay gives the same [`Report`], digest included,
+/// whether it resumed or not.
+pub struct Replayer<'a> {
+    trace: &'a Trace,
+    thread_events: HashMap<Tid, Vec<usize>>,
+    checkpoints: Option<Checkpoints<Snapshot>>,
+}
+
+impl<'a> Replayer<'a> {
+    /// A replayer that takes no checkpoints.
+    pub fn new(trace: &'a Trace) -> Self {
+        let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
+        for (i, e) in trace.events.iter().enumerate() {
+            thread_events.entry(e.tid).or_default().push(i);
+        }
+        Self { trace, thread_events, checkpoints: None }
     }
-    let main = Thread {
-        rec: meta.pid,
-        tid: pid,
-        at: At::Ready,
-        regs,
-        clear_child_tid: 0,
-        steps: 0,
-        woken: false,
-        last_event: None,
-        caller: None,
-    };
-    let mut session = Session {
-        trace,
-        opts,
-        pid,
-        mem,
-        threads: vec![main],
-        by_rec: HashMap::from([(meta.pid, 0)]),
-        pos: 0,
-        sync_count: 0,
-        granted: None,
-        futexes: Queues::default(),
-        sync: SyncPoints::default(),
-        thread_events,
-        digest: opts.digest.then(Digest::default),
-        watchdog: Watchdog::start(opts.livelock_timeout),
-        warned: HashSet::new(),
-        last_delivery: None,
-        sync_trace: SyncTrace::new(opts.sync_trace_len),
-    };
-    let outcome = session.run();
-    let fingerprint = outcome.as_ref().map_or(0, |o| session.fingerprint(o));
-    if !matches!(outcome, Ok(Outcome::Valid { .. })) {
-        session.kill();
+
+    /// A replayer that takes checkpoints as `policy` says.
+    pub fn with_checkpoints(trace: &'a Trace, policy: Policy) -> Self {
+        Self { checkpoints: Some(Checkpoints::new(policy)), ..Self::new(trace) }
     }
-    Ok(Report {
-        fingerprint,
-        outcome: outcome?,
-        sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
-        digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
-    })
+
+    /// How many checkpoints it holds.
+    pub fn checkpoints(&self) -> usize {
+        self.checkpoints.as_ref().map_or(0, Checkpoints::len)
+    }
+
+    /// Replays the trace under `opts`, from the latest checkpoint whose
+    /// schedule decisions `opts.schedule` shares, else from the start.
+    /// Errors as [`replay`].
+    pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
+        let resumed = self.checkpoints.as_mut().and_then(|store| resume(store, opts));
+        let store = self.checkpoints.as_mut();
+        let (mut session, resume_at) = match resumed {
+            Some((snapshot, tids)) => Session::resumed(self.trace, opts, &self.thread_events, store, snapshot, tids)?,
+            None => (Session::launch(self.trace, opts, &self.thread_events, store)?, None),
+        };
+        let resumed_at = resume_at.map(|_| session.sync_count);
+        let outcome = session.run(resume_at);
+        let fingerprint = outcome.as_ref().map_or(0, |o| session.fingerprint(o));
+        if !matches!(outcome, Ok(Outcome::Valid { .. })) {
+            session.kill();
+        }
+        Ok(Report {
+            fingerprint,
+            outcome: outcome?,
+            sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
+            digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
+            resumed_at,
+        })
+    }
+}
+
+/// A new process from the best checkpoint for `opts`, and the snapshot to
+/// go on with; `None` when there is none (a checkpoint that cannot be
+/// resumed is dropped, with a warning).
+fn resume(store: &mut Checkpoints<Snapshot>, opts: &ReplayOptions) -> Option<(Snapshot, Vec<Option<Pid>>)> {
+    loop {
+        let k = store.best(&opts.schedule, |s| s.fits(opts))?;
+        let checkpoint = store.get(k);
+        match checkpoint.template.spawn(&checkpoint.state.images, checkpoint.state.cur) {
+            Ok(tids) => {
+                tracing::debug!(sync = checkpoint.sync_count, event = checkpoint.state.pos, "resumed from a checkpoint");
+                return Some((checkpoint.state.clone(), tids));
+            }
+            Err(e) => {
+                eprintln!("weft: warning: cannot resume a checkpoint ({e:#}); dropping it");
+                store.remove(k);
+            }
+        }
+    }
+}
+
+impl<'a> Session<'a> {
+    /// Starts the program as recorded: argv, env, cwd, AT_RANDOM, ASLR off.
+    fn launch(
+        trace: &'a Trace,
+        opts: &'a ReplayOptions,
+        thread_events: &'a HashMap<Tid, Vec<usize>>,
+        checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+    ) -> Result<Self> {
+        let meta = &trace.meta;
+        let exe = executable(trace)?;
+        let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
+        let cwd = Path::new(OsStr::from_bytes(&meta.cwd));
+        let launch = Launch {
+            exe: cstr(exe.as_os_str().as_encoded_bytes())?,
+            argv: meta.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+            env: meta.env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
+            cwd: cwd.is_dir().then(|| cstr(&meta.cwd)).transpose()?,
+            filters: vec![],
+            one_cpu: true,
+            null_stdin: true,
+        };
+        let pid = tracee::launch(&launch)?;
+        let mem = Memory::open(pid)?;
+        let regs = ptrace::getregs(pid)?;
+        let random = tracee::patch_auxv(&mem, regs.rsp)?;
+        mem.write(random, &meta.at_random)?;
+        let main = Thread {
+            rec: meta.pid,
+            tid: pid,
+            at: At::Ready,
+            regs,
+            clear_child_tid: 0,
+            steps: 0,
+            woken: false,
+            last_event: None,
+            caller: None,
+        };
+        Ok(Session {
+            trace,
+            opts,
+            pid,
+            mem,
+            threads: vec![main],
+            by_rec: HashMap::from([(meta.pid, 0)]),
+            pos: 0,
+            sync_count: 0,
+            granted: None,
+            futexes: Queues::default(),
+            sync: SyncPoints::default(),
+            thread_events,
+            digest: opts.digest.then(Digest::default),
+            watchdog: Watchdog::start(opts.livelock_timeout),
+            warned: HashSet::new(),
+            last_delivery: None,
+            sync_trace: SyncTrace::new(opts.sync_trace_len),
+            syscall_insn: None,
+            checkpoints,
+            since_checkpoint: Instant::now(),
+        })
+    }
+
+    /// Goes on from a checkpoint's snapshot in the process whose threads
+    /// are `tids`; returns the session and the point to resume at.
+    fn resumed(
+        trace: &'a Trace,
+        opts: &'a ReplayOptions,
+        thread_events: &'a HashMap<Tid, Vec<usize>>,
+        checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+        s: Snapshot,
+        tids: Vec<Option<Pid>>,
+    ) -> Result<(Self, Option<(usize, Option<Op>)>)> {
+        let mut threads = s.threads;
+        for (t, tid) in threads.iter_mut().zip(&tids) {
+            if let Some(tid) = tid {
+                t.tid = *tid;
+            }
+        }
+        let pid = threads[s.cur].tid;
+        let session = Session {
+            trace,
+            opts,
+            pid,
+            mem: Memory::open(pid)?,
+            threads,
+            by_rec: s.by_rec,
+            pos: s.pos,
+            sync_count: s.sync_count,
+            granted: s.granted,
+            futexes: s.futexes,
+            sync: s.sync,
+            thread_events,
+            digest: s.digest,
+            watchdog: Watchdog::start(opts.livelock_timeout),
+            warned: s.warned,
+            last_delivery: s.last_delivery,
+            sync_trace: s.sync_trace,
+            syscall_insn: s.syscall_insn,
+            checkpoints,
+            since_checkpoint: Instant::now(),
+        };
+        Ok((session, Some((s.cur, s.op))))
+    }
+
+    /// A snapshot of this replay at thread `cur`'s synchronization point
+    /// `op`, for a checkpoint; `None` when a thread is in a state a
+    /// checkpoint cannot rebuild (a signal stop).
+    fn snapshot(&self, cur: usize, op: Option<Op>) -> Result<Option<Snapshot>> {
+        let mut images = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            images.push(match t.at {
+                At::Exited => None,
+                At::Ready => Some(ThreadImage::read(t.tid, false)?),
+                At::Entry(_) | At::Blocked(_) | At::Woken(_) => Some(ThreadImage::read(t.tid, true)?),
+                At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
+            });
+        }
+        Ok(Some(Snapshot {
+            threads: self.threads.clone(),
+            by_rec: self.by_rec.clone(),
+            pos: self.pos,
+            sync_count: self.sync_count,
+            granted: self.granted,
+            futexes: self.futexes.clone(),
+            sync: self.sync.clone(),
+            digest: self.digest.clone(),
+            warned: self.warned.clone(),
+            last_delivery: self.last_delivery,
+            sync_trace: self.sync_trace.clone(),
+            syscall_insn: self.syscall_insn,
+            images,
+            cur,
+            op,
+        }))
+    }
+
+    /// Takes a checkpoint at thread `i`'s synchronization point `op` when
+    /// the policy's interval has passed since the last one.
+    fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
+        let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
+        if self.since_checkpoint.elapsed() < interval {
+            return Ok(());
+        }
+        self.since_checkpoint = Instant::now();
+        let Some(insn) = self.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
+            return Ok(());
+        };
+        if !self.checkpoints.as_mut().is_some_and(|c| c.make_room()) {
+            return Ok(());
+        }
+        let Some(snapshot) = self.snapshot(i, op)? else { return Ok(()) };
+        let regs = snapshot.images[i].as_ref().map_or(self.threads[i].regs, |image| image.regs);
+        let Some(template) = Template::fork(self.threads[i].tid, &regs, insn)? else { return Ok(()) };
+        tracing::debug!(sync = self.sync_count, event = self.pos, "checkpoint");
+        if let Some(store) = self.checkpoints.as_mut() {
+            store.add(template, snapshot, self.sync_count, &self.opts.schedule);
+        }
+        Ok(())
+    }
 }
 
 /// The executable to run: the recorded path when its contents are
@@ -337,21 +557,30 @@ fn executable(trace: &Trace) -> Result<PathBuf> {
 }
 
 impl Session<'_> {
-    fn run(&mut self) -> Result<Outcome> {
-        let mut cur = 0;
+    /// The scheduler's loop, from the program's start or from a
+    /// checkpoint's point (`resume`: the thread and its synchronization
+    /// operation, not yet counted).
+    fn run(&mut self, resume: Option<(usize, Option<Op>)>) -> Result<Outcome> {
+        let mut cur = resume.map_or(0, |(i, _)| i);
+        let mut resume = resume.map(|(_, op)| op);
         loop {
-            if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
-                match self.advance(cur)? {
-                    Advance::Point => {}
-                    Advance::End(end) => return self.finish(end),
-                    Advance::Livelock(pc) => {
-                        let seconds = self.opts.livelock_timeout.as_secs();
-                        return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
+            let step = match resume.take() {
+                Some(op) => self.sync_point(cur, op)?,
+                None => {
+                    if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
+                        match self.advance(cur)? {
+                            Advance::Point => {}
+                            Advance::End(end) => return self.finish(end),
+                            Advance::Livelock(pc) => {
+                                let seconds = self.opts.livelock_timeout.as_secs();
+                                return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
+                            }
+                        }
                     }
+                    self.threads[cur].steps += 1;
+                    self.step(cur)?
                 }
-            }
-            self.threads[cur].steps += 1;
-            let step = self.step(cur)?;
+            };
             match step {
                 Step::Stay => self.note(cur),
                 Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
@@ -395,6 +624,7 @@ impl Session<'_> {
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         continue;
                     }
+                    self.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
@@ -496,7 +726,7 @@ impl Session<'_> {
             }
             At::Sync(op) => {
                 self.threads[i].at = At::Ready;
-                Ok(self.sync_point(i, Some(op)))
+                self.sync_point(i, Some(op))
             }
             At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
@@ -654,7 +884,7 @@ impl Session<'_> {
             Class::Futex => {
                 self.threads[i].woken = false;
                 self.finish_syscall(i, s.result)?;
-                return Ok(self.sync_point(i, None));
+                return self.sync_point(i, None);
             }
             Class::Execute | Class::Clone | Class::Refused => bail!("internal error: {} is not a logged syscall", syscalls::name(e.nr)),
         }
@@ -852,7 +1082,7 @@ impl Session<'_> {
                     self.release(w);
                 }
                 self.finish_syscall(i, result)?;
-                Ok(self.sync_point(i, None))
+                self.sync_point(i, None)
             }
             futex::Action::Unsupported(op) => {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")
@@ -898,8 +1128,10 @@ impl Session<'_> {
     ///
     /// A thread preempted to runs under a [`Grant`] (its points are
     /// no-ops until the grant ends). `op` is the pthread operation thread
-    /// `i` is at (`None` at a futex wake).
-    fn sync_point(&mut self, i: usize, op: Option<Op>) -> Step {
+    /// `i` is at (`None` at a futex wake). A checkpoint may be taken
+    /// first. Errors: taking the checkpoint failed.
+    fn sync_point(&mut self, i: usize, op: Option<Op>) -> Result<Step> {
+        self.checkpoint(i, op)?;
         self.sync_count += 1;
         let granted = self.grant_holds(i, op);
         let default = match self.next_owner() {
@@ -909,9 +1141,9 @@ impl Session<'_> {
         self.record_sync(i, default, granted);
         tracing::trace!(n = self.sync_count, tid = self.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.pos, granted, "synchronization");
         if granted {
-            return Step::Stay;
+            return Ok(Step::Stay);
         }
-        match self.preemption() {
+        Ok(match self.preemption() {
             Some(j) if j == i => Step::Stay,
             Some(j) if self.runnable(j) => {
                 let until = match op {
@@ -923,7 +1155,7 @@ impl Session<'_> {
             }
             _ if default == i => Step::Stay,
             _ => Step::Switch(Some(default)),
-        }
+        })
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on
@@ -1091,11 +1323,15 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Lets every remaining thread die and returns how the process ended.
+    /// Lets every remaining thread die and returns how the process ended:
+    /// waits until the thread-group leader is reported (after all the
+    /// other threads), not until no child is left, since checkpoint
+    /// templates are weft's children too. Only this thread's tracees are
+    /// waited for (__WNOTHREAD): other replays may run in other threads.
     fn drain(&mut self) -> Result<ProcessEnd> {
         let mut end = None;
-        loop {
-            match waitpid(None, Some(WaitPidFlag::__WALL)) {
+        while end.is_none() {
+            match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == self.pid => end = Some(ProcessEnd::Exited(code)),
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == self.pid => end = Some(ProcessEnd::Killed(sig as i32)),
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {}

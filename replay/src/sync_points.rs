@@ -98,7 +98,7 @@ struct Return {
 }
 
 /// The breakpoints of one replay.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SyncPoints {
     /// Entry breakpoints: address → the function's kind.
     entries: HashMap<u64, Function>,

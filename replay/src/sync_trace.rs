@@ -44,7 +44,7 @@ pub struct Switchable {
 }
 
 /// The last `capacity` synchronization records of a replay, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SyncTrace {
     capacity: usize,
     records: VecDeque<SyncRecord>,
@@ -59,6 +59,11 @@ impl SyncTrace {
     /// threads, so a replay that keeps none skips it).
     pub(crate) fn wanted(&self) -> bool {
         self.capacity > 0
+    }
+
+    /// How many records it keeps.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     pub(crate) fn push(&mut self, record: SyncRecord) {

@@ -1,0 +1,315 @@
+//! Checkpoints: frozen copies of a replayed process that later replays
+//! resume from instead of starting the program again. Exploration replays
+//! one prefix many times with preemptions only near its end (seed 000
+//! §4.1's window), so each attempt need only run from the last checkpoint
+//! before its first preemption.
+//!
+//! A checkpoint is taken at a synchronization point, where every thread
+//! is in a ptrace stop. weft makes the current thread fork (a remote
+//! syscall); the child, a one-thread copy of the address space, is the
+//! [`Template`] and never runs. Every thread's registers, extended state
+//! and signal mask are kept as [`ThreadImage`]s. To resume, the template
+//! forks again, and the copy's first thread clones one thread per image
+//! (as rr rebuilds a checkpointed task group); each gets its image back.
+//! Kernel state that belongs to the process is inherited by fork (file
+//! descriptors, signal handlers, CPU affinity, personality, the rdtsc
+//! setting); the per-thread state that matters is restored here. Thread
+//! ids differ, but the program only ever sees recorded ones (gettid is
+//! emulated and clone's tid words are rewritten), and futexes, the one
+//! kernel object that would hold thread state, are emulated by weft.
+//!
+//! Both copies are created with CLONE_PARENT, so they are weft's children
+//! and weft reaps them.
+
+use crate::remote;
+use crate::schedule::{Preemption, Schedule};
+use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::time::Duration;
+use weft_record::tracee::{self, Regs};
+
+/// `PTRACE_GETSIGMASK` / `PTRACE_SETSIGMASK` (linux/ptrace.h).
+const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+/// The regset of the x87/SSE/AVX state (`NT_X86_XSTATE`, linux/elf.h).
+const NT_X86_XSTATE: libc::c_uint = 0x202;
+/// Room for any XSAVE area (AVX-512 needs under 3 KiB).
+const XSTATE_MAX: usize = 16 << 10;
+/// A fork whose child is weft's (the process's parent is weft).
+const FORK_FLAGS: u64 = (libc::CLONE_PARENT | libc::SIGCHLD) as u64;
+/// A thread in the calling thread's process, as pthread_create makes one.
+const THREAD_FLAGS: u64 = (libc::CLONE_VM
+    | libc::CLONE_FS
+    | libc::CLONE_FILES
+    | libc::CLONE_SIGHAND
+    | libc::CLONE_THREAD
+    | libc::CLONE_SYSVSEM) as u64;
+
+/// One thread of a checkpoint: what a new thread needs to continue as it.
+#[derive(Debug, Clone)]
+pub struct ThreadImage {
+    /// General registers at the stop.
+    pub regs: Regs,
+    /// At a syscall-entry stop (a resumed thread is put back into one).
+    pub entry: bool,
+    /// The XSAVE area (x87, SSE, AVX).
+    xstate: Vec<u8>,
+    /// The blocked-signal mask.
+    sigmask: u64,
+}
+
+impl ThreadImage {
+    /// Reads thread `tid`'s state; `entry` says it is at a syscall-entry
+    /// stop. Errors: ptrace failures.
+    pub fn read(tid: Pid, entry: bool) -> Result<Self> {
+        let regs = ptrace::getregs(tid)?;
+        let mut xstate = vec![0u8; XSTATE_MAX];
+        let mut iov = libc::iovec { iov_base: xstate.as_mut_ptr().cast(), iov_len: xstate.len() };
+        // SAFETY: the kernel writes at most iov_len bytes to the buffer.
+        Errno::result(unsafe { libc::ptrace(libc::PTRACE_GETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
+            .context("PTRACE_GETREGSET NT_X86_XSTATE")?;
+        xstate.truncate(iov.iov_len);
+        let mut sigmask = 0u64;
+        // SAFETY: the kernel writes one 8-byte sigset.
+        Errno::result(unsafe { libc::ptrace(PTRACE_GETSIGMASK, tid.as_raw(), 8usize, &mut sigmask) })
+            .context("PTRACE_GETSIGMASK")?;
+        Ok(Self { regs, entry, xstate, sigmask })
+    }
+
+    /// Gives thread `tid` (stopped, not at a syscall entry) this image:
+    /// a thread at a syscall entry re-executes its `syscall` instruction
+    /// to stop at the same entry again.
+    fn apply(&self, tid: Pid) -> Result<()> {
+        let mut iov = libc::iovec { iov_base: self.xstate.as_ptr() as *mut _, iov_len: self.xstate.len() };
+        // SAFETY: the kernel reads iov_len bytes from the buffer.
+        Errno::result(unsafe { libc::ptrace(libc::PTRACE_SETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
+            .context("PTRACE_SETREGSET NT_X86_XSTATE")?;
+        // SAFETY: the kernel reads one 8-byte sigset.
+        Errno::result(unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid.as_raw(), 8usize, &self.sigmask) })
+            .context("PTRACE_SETSIGMASK")?;
+        let mut regs = self.regs;
+        regs.orig_rax = u64::MAX;
+        if !self.entry {
+            return Ok(ptrace::setregs(tid, regs)?);
+        }
+        regs.rip -= remote::SYSCALL_INSN.len() as u64;
+        regs.rax = self.regs.orig_rax;
+        ptrace::setregs(tid, regs)?;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) if ptrace::getregs(tid)?.orig_rax == self.regs.orig_rax => Ok(()),
+            other => bail!("thread {tid} did not return to its syscall entry: {other:?}"),
+        }
+    }
+}
+
+/// A frozen one-thread copy of a replayed process's address space.
+#[derive(Debug)]
+pub struct Template {
+    pid: Pid,
+    /// Its thread's registers, put back after every remote syscall.
+    regs: Regs,
+    /// Address of a `syscall` instruction.
+    insn: u64,
+}
+
+impl Template {
+    /// Forks the process of thread `tid`, which is in a ptrace stop other
+    /// than a syscall entry, with registers `regs`; `insn` is the address
+    /// of a `syscall` instruction. The thread is left at a syscall-exit
+    /// stop with its registers. `None` when the kernel refused the fork
+    /// (no memory, too many processes). Errors: ptrace failed.
+    pub fn fork(tid: Pid, regs: &Regs, insn: u64) -> Result<Option<Self>> {
+        let forked = remote::syscall(tid, regs, insn, libc::SYS_clone, &[FORK_FLAGS, 0, 0, 0, 0])?;
+        let Some(pid) = forked.child else {
+            tracing::debug!(errno = -forked.result, "fork for a checkpoint refused");
+            return Ok(None);
+        };
+        let regs = ptrace::getregs(pid)?;
+        Ok(Some(Self { pid, regs, insn }))
+    }
+
+    /// A new process from the template, with one thread per image
+    /// (`None` for a thread that has exited). The thread of image `leader`
+    /// is the process's first thread. Returns the new tids, in the order
+    /// of `images`, every thread stopped with its image applied. Errors:
+    /// fork, clone or ptrace failed (nothing is left running).
+    pub fn spawn(&self, images: &[Option<ThreadImage>], leader: usize) -> Result<Vec<Option<Pid>>> {
+        let forked = remote::syscall(self.pid, &self.regs, self.insn, libc::SYS_clone, &[FORK_FLAGS, 0, 0, 0, 0])?;
+        let Some(first) = forked.child else {
+            bail!("fork from a checkpoint failed: {}", Errno::from_raw(-forked.result as i32));
+        };
+        let mut tids: Vec<Option<Pid>> = vec![None; images.len()];
+        tids[leader] = Some(first);
+        let built = self.populate(first, images, &mut tids);
+        if let Err(e) = built {
+            discard(&tids.iter().flatten().copied().collect::<Vec<_>>());
+            return Err(e);
+        }
+        Ok(tids)
+    }
+
+    /// Clones a thread in `first` for every other image, then applies them all.
+    fn populate(&self, first: Pid, images: &[Option<ThreadImage>], tids: &mut [Option<Pid>]) -> Result<()> {
+        ptrace::setoptions(first, tracee::ptrace_options())?;
+        let regs = ptrace::getregs(first)?;
+        for (j, image) in images.iter().enumerate() {
+            if image.is_none() || tids[j].is_some() {
+                continue;
+            }
+            let cloned = remote::syscall(first, &regs, self.insn, libc::SYS_clone, &[THREAD_FLAGS, 0, 0, 0, 0])?;
+            let Some(tid) = cloned.child else {
+                bail!("clone in a resumed checkpoint failed: {}", Errno::from_raw(-cloned.result as i32));
+            };
+            tids[j] = Some(tid);
+        }
+        for (image, tid) in images.iter().zip(tids.iter()) {
+            if let (Some(image), Some(tid)) = (image, tid) {
+                image.apply(*tid)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Template {
+    fn drop(&mut self) {
+        discard(&[self.pid]);
+    }
+}
+
+/// Kills the process of `tids` (its threads, leader first) and reaps them.
+pub fn discard(tids: &[Pid]) {
+    let Some(&leader) = tids.first() else { return };
+    let _ = kill(leader, Signal::SIGKILL);
+    for &tid in tids.iter().skip(1).chain([&leader]) {
+        loop {
+            match waitpid(tid, Some(WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => break,
+                Ok(_) => {
+                    let _ = ptrace::cont(tid, None);
+                }
+                Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// When to take checkpoints and how many to keep.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Replay time between two checkpoints of one replay.
+    pub interval: Duration,
+    /// Checkpoints kept at most; the least recently used goes first.
+    pub max: usize,
+    /// No checkpoint is taken while the machine has less memory available
+    /// than this (bytes, /proc/meminfo MemAvailable): every checkpoint
+    /// holds the pages the replay has written since.
+    pub min_available: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { interval: Duration::from_millis(250), max: 32, min_available: 2 << 30 }
+    }
+}
+
+/// One checkpoint: the template process, the replayer's state `S` there,
+/// and the schedule decisions it embodies.
+pub struct Checkpoint<S> {
+    /// The replayer's state at the checkpoint.
+    pub state: S,
+    /// The frozen process.
+    pub template: Template,
+    /// Synchronization operations done before it.
+    pub sync_count: u64,
+    /// The preemptions at or before `sync_count` of the schedule it was
+    /// taken under: a schedule with the same ones there can resume from it.
+    prefix: Vec<Preemption>,
+    last_used: u64,
+}
+
+/// The checkpoints of one trace's replays.
+pub struct Checkpoints<S> {
+    policy: Policy,
+    list: Vec<Checkpoint<S>>,
+    clock: u64,
+}
+
+impl<S> Checkpoints<S> {
+    /// No checkpoints yet.
+    pub fn new(policy: Policy) -> Self {
+        Self { policy, list: Vec::new(), clock: 0 }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// How many are kept.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether a replay under `schedule` that is `fits` with a state can
+    /// start from a checkpoint: the latest one whose decisions it shares.
+    /// Returns its index for [`Checkpoints::get`].
+    pub fn best(&mut self, schedule: &Schedule, fits: impl Fn(&S) -> bool) -> Option<usize> {
+        let k = (0..self.list.len())
+            .filter(|&k| fits(&self.list[k].state) && prefix(schedule, self.list[k].sync_count) == self.list[k].prefix)
+            .max_by_key(|&k| self.list[k].sync_count)?;
+        self.clock += 1;
+        self.list[k].last_used = self.clock;
+        Some(k)
+    }
+
+    /// Checkpoint `k`.
+    pub fn get(&self, k: usize) -> &Checkpoint<S> {
+        &self.list[k]
+    }
+
+    /// Drops checkpoint `k` (it could not be resumed).
+    pub fn remove(&mut self, k: usize) {
+        self.list.swap_remove(k);
+    }
+
+    /// Makes room for one more checkpoint, dropping the least recently
+    /// used; false when memory is short even with none kept.
+    pub fn make_room(&mut self) -> bool {
+        while !self.list.is_empty() && (self.list.len() >= self.policy.max || !self.memory_to_spare()) {
+            let lru = (0..self.list.len()).min_by_key(|&k| self.list[k].last_used).unwrap_or(0);
+            self.list.swap_remove(lru);
+        }
+        self.policy.max > 0 && self.memory_to_spare()
+    }
+
+    /// Keeps a checkpoint taken at `sync_count` under `schedule`.
+    pub fn add(&mut self, template: Template, state: S, sync_count: u64, schedule: &Schedule) {
+        self.clock += 1;
+        let prefix = prefix(schedule, sync_count);
+        self.list.push(Checkpoint { state, template, sync_count, prefix, last_used: self.clock });
+    }
+
+    fn memory_to_spare(&self) -> bool {
+        available_memory().is_none_or(|m| m >= self.policy.min_available)
+    }
+}
+
+/// The preemptions of `schedule` at or before synchronization count `n`.
+fn prefix(schedule: &Schedule, n: u64) -> Vec<Preemption> {
+    schedule.preemptions().iter().copied().take_while(|p| p.sync <= n).collect()
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
+}

@@ -1,0 +1,79 @@
+//! Checkpoints (replay/src/checkpoint.rs): a replay that resumes from a
+//! checkpoint is exactly the replay that would have run from the start:
+//! the same outcome, digest lines and fingerprint, for programs whose
+//! threads are blocked in futex waits, at a barrier, in a timed wait, or
+//! gone (main's pthread_exit) when the checkpoint is taken.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+use std::time::Duration;
+use weft_record::Trace;
+use weft_replay::{CheckpointPolicy, Preemption, ReplayOptions, Replayer, Report, Schedule};
+
+/// A checkpoint at every synchronization point, the last 1024 kept.
+const EVERY_POINT: CheckpointPolicy = CheckpointPolicy { interval: Duration::ZERO, max: 1024, min_available: 0 };
+
+fn opts(schedule: Schedule) -> ReplayOptions {
+    ReplayOptions { schedule, digest: true, sync_trace_len: 4096, ..Default::default() }
+}
+
+fn same(a: &Report, b: &Report, what: &str) {
+    assert_eq!(format!("{:?}", a.outcome), format!("{:?}", b.outcome), "{what}: outcome");
+    assert_eq!(a.digest, b.digest, "{what}: digest");
+    assert_eq!(a.fingerprint, b.fingerprint, "{what}: fingerprint");
+    assert_eq!(a.sync_trace, b.sync_trace, "{what}: sync trace");
+}
+
+/// Records tests/c/NAME.c, then replays it from the start and from
+/// checkpoints, with the log order and, if `preempt`, with a late
+/// preemption.
+fn resumes_exactly(name: &str, preempt: bool) {
+    let dir = trace_dir(&format!("checkpoint-{name}"));
+    let rec = record(&dir, &[program(name).to_str().unwrap()], Stdio::null());
+    assert!(rec.status.code().is_some(), "{}", err(&rec));
+    let trace = Trace::open(&dir).unwrap();
+
+    let fresh = weft_replay::replay(&trace, &opts(Schedule::default())).unwrap();
+    assert!(matches!(fresh.outcome, weft_replay::Outcome::Valid { .. }), "{:?}", fresh.outcome);
+    let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+    let first = replayer.replay(&opts(Schedule::default())).unwrap();
+    assert_eq!(first.resumed_at, None);
+    assert!(replayer.checkpoints() > 0, "{name}: no checkpoint was taken");
+    same(&fresh, &first, name);
+    let again = replayer.replay(&opts(Schedule::default())).unwrap();
+    assert!(again.resumed_at.is_some(), "{name}: the same schedule resumes from a checkpoint");
+    same(&fresh, &again, &format!("{name} resumed at {:?}", again.resumed_at));
+
+    if !preempt {
+        return;
+    }
+    // A late preemption, to a thread that could run there: the replayer
+    // resumes before it.
+    let late = fresh.sync_trace.iter().rev().skip(4).find(|r| !r.switchable.is_empty()).expect("a switchable point");
+    let schedule = Schedule::new(vec![Preemption { sync: late.n, to: late.switchable[0].tid }]);
+    let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
+    let resumed = replayer.replay(&opts(schedule)).unwrap();
+    assert!(resumed.resumed_at.is_some_and(|n| n < late.n), "{name}: resumed at {:?}, preemption at {}", resumed.resumed_at, late.n);
+    same(&fresh, &resumed, &format!("{name} with sync<{},{}>", late.n, late.switchable[0].tid));
+}
+
+#[test]
+fn prodcons_resumes_exactly() {
+    resumes_exactly("prodcons", true);
+}
+
+#[test]
+fn barrier_resumes_exactly() {
+    resumes_exactly("barrier", true);
+}
+
+#[test]
+fn timedwait_resumes_exactly() {
+    resumes_exactly("timedwait", false);
+}
+
+#[test]
+fn mainexit_resumes_exactly() {
+    resumes_exactly("mainexit", true);
+}
