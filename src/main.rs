@@ -191,9 +191,10 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
                 let path = dir.join(SCHEDULE_FILE);
                 found.schedule.save(&path)?;
                 eprintln!(
-                    "weft: schedule {} found in {} replays ({} failures passed from the failure cache); saved to {}",
+                    "weft: schedule {} found in {} replays ({} resumed from checkpoints; {} failures passed from the failure cache); saved to {}",
                     found.schedule,
                     found.attempts,
+                    found.resumed,
                     found.cache_hits,
                     path.display()
                 );
@@ -203,7 +204,10 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
         weft_replay::Outcome::Invalid(failure) => {
             eprintln!("weft: replay failed: {failure}");
             if found.attempts > 1 {
-                eprintln!("weft: no schedule found in {} replays (the furthest: {})", found.attempts, found.schedule);
+                eprintln!(
+                    "weft: no schedule found in {} replays, {} resumed from checkpoints (the furthest: {})",
+                    found.attempts, found.resumed, found.schedule
+                );
             }
             Ok(2)
         }

@@ -25,9 +25,11 @@
 //! then mark the input done before that consumer compresses it (the
 //! second), so that the other consumer exits where the log says.
 //!
-//! weft has no checkpoints yet, so every attempt replays from the start.
-//! Replays are deterministic, so an attempt reaches the window in exactly
-//! the state the failed replay had.
+//! Attempts run on one [`Replayer`] with checkpoints: an attempt resumes
+//! from the latest checkpoint taken under the same preemptions before its
+//! own first difference, usually just before the window. Replays are
+//! deterministic, so it reaches the window in exactly the state the failed
+//! replay had.
 
 use crate::cache::{FailureCache, Key};
 use crate::coarse;
@@ -36,7 +38,7 @@ use anyhow::Result;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use weft_record::Trace;
-use weft_replay::{replay, Outcome, Preemption, ReplayOptions, Report, Schedule, SyncRecord};
+use weft_replay::{CheckpointPolicy, Outcome, Preemption, ReplayOptions, Replayer, Report, Schedule, SyncRecord};
 
 /// Synchronization records a failed replay keeps for its window.
 const SYNC_TRACE_LEN: usize = 4096;
@@ -57,6 +59,9 @@ pub struct ExploreOptions {
     /// The livelock timeout of the attempts after the first: a preemption
     /// can make a thread spin for a thread that one core never runs.
     pub attempt_timeout: Duration,
+    /// Checkpoints for attempts to resume from (`None`: every attempt
+    /// starts the program again).
+    pub checkpoints: Option<CheckpointPolicy>,
 }
 
 impl Default for ExploreOptions {
@@ -65,6 +70,7 @@ impl Default for ExploreOptions {
             replay: ReplayOptions::default(),
             max_attempts: 1000,
             attempt_timeout: Duration::from_secs(10),
+            checkpoints: Some(CheckpointPolicy::default()),
         }
     }
 }
@@ -81,6 +87,8 @@ pub struct Exploration {
     pub attempts: usize,
     /// Failures passed by a preemption the failure cache suggested.
     pub cache_hits: usize,
+    /// Replays that resumed from a checkpoint.
+    pub resumed: usize,
 }
 
 /// Replays `trace` and, while the replay fails, explores (seed 000 §4.2)
@@ -88,9 +96,15 @@ pub struct Exploration {
 /// program wrote is echoed once, by the first replay that gets to it.
 /// Errors are weft's own (a replay could not run), not replay failures.
 pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
+    let replayer = match opts.checkpoints {
+        Some(policy) if opts.max_attempts > 1 => Replayer::with_checkpoints(trace, policy),
+        _ => Replayer::new(trace),
+    };
     let mut search = Search {
         trace,
         opts,
+        replayer,
+        resumed: 0,
         index: ThreadEvents::new(&trace.events),
         cache: FailureCache::default(),
         cache_hits: 0,
@@ -110,6 +124,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         schedule: Schedule::new(best.schedule),
         attempts: search.attempts,
         cache_hits: search.cache_hits,
+        resumed: search.resumed,
     })
 }
 
@@ -264,6 +279,10 @@ struct Search<'a> {
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
+    /// Runs the attempts, keeping checkpoints between them.
+    replayer: Replayer<'a>,
+    /// Attempts that resumed from a checkpoint.
+    resumed: usize,
 }
 
 impl Search<'_> {
@@ -375,8 +394,9 @@ impl Search<'_> {
             ..base.clone()
         };
         self.attempts += 1;
-        let report = replay(self.trace, &opts)?;
-        tracing::debug!(attempt = self.attempts, ?preemptions, reached = reached(&report.outcome), "replayed");
+        let report = self.replayer.replay(&opts)?;
+        self.resumed += usize::from(report.resumed_at.is_some());
+        tracing::debug!(attempt = self.attempts, ?preemptions, resumed_at = report.resumed_at, reached = reached(&report.outcome), "replayed");
         self.echo_from = self.echo_from.max(reached(&report.outcome));
         Ok(report)
     }

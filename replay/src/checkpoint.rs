@@ -200,10 +200,13 @@ pub fn discard(tids: &[Pid]) {
     }
 }
 
-/// When to take checkpoints and how many to keep.
+/// When to take checkpoints and how many to keep. A replay takes one
+/// every `interval` of replay time, and one just before each preemption of
+/// its schedule: exploration tries many preemptions in one window, and
+/// each attempt then resumes right before its own.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
-    /// Replay time between two checkpoints of one replay.
+    /// Replay time between two periodic checkpoints of one replay.
     pub interval: Duration,
     /// Checkpoints kept at most; the least recently used goes first.
     pub max: usize,
@@ -215,7 +218,7 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { interval: Duration::from_millis(250), max: 32, min_available: 2 << 30 }
+        Self { interval: Duration::from_secs(1), max: 32, min_available: 2 << 30 }
     }
 }
 

@@ -245,8 +245,9 @@ struct Session<'a> {
     syscall_insn: Option<u64>,
     /// Where checkpoints go (`None`: none are taken).
     checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
-    /// When the last checkpoint was taken or resumed from.
-    since_checkpoint: Instant,
+    /// When the last checkpoint was taken or resumed from, and at which
+    /// synchronization count.
+    since_checkpoint: (Instant, u64),
 }
 
 /// A replay's state at a synchronization point, kept with a checkpoint's
@@ -422,7 +423,7 @@ impl<'a> Session<'a> {
             sync_trace: SyncTrace::new(opts.sync_trace_len),
             syscall_insn: None,
             checkpoints,
-            since_checkpoint: Instant::now(),
+            since_checkpoint: (Instant::now(), 0),
         })
     }
 
@@ -463,7 +464,7 @@ impl<'a> Session<'a> {
             sync_trace: s.sync_trace,
             syscall_insn: s.syscall_insn,
             checkpoints,
-            since_checkpoint: Instant::now(),
+            since_checkpoint: (Instant::now(), s.sync_count),
         };
         Ok((session, Some((s.cur, s.op))))
     }
@@ -501,13 +502,16 @@ impl<'a> Session<'a> {
     }
 
     /// Takes a checkpoint at thread `i`'s synchronization point `op` when
-    /// the policy's interval has passed since the last one.
+    /// the policy's interval has passed since the last one, or when the
+    /// schedule preempts at this operation.
     fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
-        if self.since_checkpoint.elapsed() < interval {
+        let (last, at) = self.since_checkpoint;
+        let preempts = self.opts.schedule.preemption_at(self.sync_count + 1).is_some();
+        if at == self.sync_count || (last.elapsed() < interval && !preempts) {
             return Ok(());
         }
-        self.since_checkpoint = Instant::now();
+        self.since_checkpoint = (Instant::now(), self.sync_count);
         let Some(insn) = self.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
             return Ok(());
         };
