@@ -11,9 +11,9 @@
 //! failure that looks like one passed before first tries the preemption
 //! that passed it (`cache.rs`, §5). Start with `search.rs`.
 //!
-//! Not yet here: fine-grained exploration (§4.3, reordering racy memory
-//! accesses) and checkpoints to restart attempts from (each attempt
-//! replays from the start).
+//! Attempts resume from the replayer's checkpoints (`weft_replay::Replayer`)
+//! instead of starting the program again. Not yet here: fine-grained
+//! exploration (§4.3, reordering racy memory accesses).
 
 mod cache;
 mod coarse;

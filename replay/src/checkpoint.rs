@@ -145,9 +145,9 @@ impl Template {
         };
         let mut tids: Vec<Option<Pid>> = vec![None; images.len()];
         tids[leader] = Some(first);
-        let built = self.populate(first, images, &mut tids);
-        if let Err(e) = built {
-            discard(&tids.iter().flatten().copied().collect::<Vec<_>>());
+        if let Err(e) = self.populate(first, images, &mut tids) {
+            let others = tids.iter().flatten().copied().filter(|&t| t != first);
+            discard(&[first].into_iter().chain(others).collect::<Vec<_>>());
             return Err(e);
         }
         Ok(tids)

@@ -9,9 +9,11 @@
 //! Definition 1). Start with `session.rs`; `futex.rs` is the emulated wait
 //! queues, `schedule.rs` the preemptions exploration adds, `sync_trace.rs`
 //! what a failed replay tells exploration, and `position.rs` the notion of
-//! time the debugger and UI will share.
+//! time the debugger and UI will share. A [`Replayer`] replays one trace
+//! many times and keeps checkpoints (`checkpoint.rs`, forked copies of the
+//! process made with `remote.rs`'s injected syscalls) to resume from.
 
-pub mod checkpoint;
+mod checkpoint;
 mod digest;
 pub mod failure;
 pub mod futex;
