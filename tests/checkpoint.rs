@@ -77,3 +77,17 @@ fn timedwait_resumes_exactly() {
 fn mainexit_resumes_exactly() {
     resumes_exactly("mainexit", true);
 }
+
+/// A process with a shared writable mapping is never checkpointed: a fork
+/// would share those pages with the checkpoint instead of copying them.
+#[test]
+fn shared_memory_is_not_checkpointed() {
+    let dir = trace_dir("checkpoint-sharedmap");
+    let rec = record(&dir, &[program("sharedmap").to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.stdout, b"total=200\n", "{}", err(&rec));
+    let trace = Trace::open(&dir).unwrap();
+    let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+    let report = replayer.replay(&opts(Schedule::default())).unwrap();
+    assert!(matches!(report.outcome, weft_replay::Outcome::Valid { .. }), "{:?}", report.outcome);
+    assert_eq!(replayer.checkpoints(), 0);
+}

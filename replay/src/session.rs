@@ -9,7 +9,7 @@
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
 //! thread start and exit.
 
-use crate::checkpoint::{Checkpoints, Policy, Template, ThreadImage};
+use crate::checkpoint::{self, Checkpoints, Policy, Template, ThreadImage};
 use crate::remote;
 use crate::digest::{self, Digest};
 use crate::failure::Failure;
@@ -471,8 +471,12 @@ impl<'a> Session<'a> {
 
     /// A snapshot of this replay at thread `cur`'s synchronization point
     /// `op`, for a checkpoint; `None` when a thread is in a state a
-    /// checkpoint cannot rebuild (a signal stop).
+    /// checkpoint cannot rebuild (a signal stop), or when memory is shared
+    /// writable (a fork would not copy it).
     fn snapshot(&self, cur: usize, op: Option<Op>) -> Result<Option<Snapshot>> {
+        if checkpoint::has_shared_writable(self.pid) {
+            return Ok(None);
+        }
         let mut images = Vec::with_capacity(self.threads.len());
         for t in &self.threads {
             images.push(match t.at {
