@@ -50,7 +50,9 @@ bench() {
   # The last trace: explore once (seed 000 §4) if the log order fails,
   # then time replays under the schedule found (saved in the trace).
   found=$("$weft" replay -a --max-attempts "$attempts" "$work/trace" 2>&1 >/dev/null \
-    | grep -E '^weft: (replay valid|replay failed:|schedule .* found)' | cut -c7-80 | paste -sd';' || true)
+    | grep -E '^weft: (replay valid|replay failed:|schedule .* found)' \
+    | sed -E 's/^weft: //; s/^schedule .* found in ([0-9]+ replays) \(([0-9]+ resumed).*/schedule found in \1, \2/' \
+    | cut -c1-100 | paste -sd';' || true)
   if [[ $found != *"replay valid"* ]]; then
     echo "replay invalid [$found]"
     return
