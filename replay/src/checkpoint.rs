@@ -183,7 +183,7 @@ impl Drop for Template {
 }
 
 /// Kills the process of `tids` (its threads, leader first) and reaps them.
-pub fn discard(tids: &[Pid]) {
+fn discard(tids: &[Pid]) {
     let Some(&leader) = tids.first() else { return };
     let _ = kill(leader, Signal::SIGKILL);
     for &tid in tids.iter().skip(1).chain([&leader]) {

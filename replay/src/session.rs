@@ -9,7 +9,7 @@
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
 //! thread start and exit.
 
-use crate::checkpoint::{self, Checkpoints, Policy, Template, ThreadImage};
+use crate::checkpoint::{self, Checkpoints, Template, ThreadImage};
 use crate::remote;
 use crate::digest::{self, Digest};
 use crate::failure::Failure;
@@ -168,8 +168,12 @@ struct Thread {
 /// switch back at its next lock entry could not reorder any critical
 /// section. When the preempted thread was about to take a lock, t runs
 /// until it releases that lock (t's critical section on it goes first);
-/// otherwise t runs through its next acquire. A grant also ends when t
-/// blocks or waits for its turn in the log.
+/// otherwise t runs through its next acquire. A preemption to the thread
+/// that is already running (t is the thread at n) lets it run on until it
+/// blocks, as it would on a core of its own, instead of yielding to the
+/// log's next thread: a worker that signals progress keeps working until
+/// its piece of work is done. A grant also ends when t blocks or waits
+/// for its turn in the log.
 #[derive(Debug, Clone, Copy)]
 struct Grant {
     thread: usize,
@@ -185,6 +189,8 @@ enum Until {
     Acquire,
     /// It has passed that entry: at its next point.
     Acquired,
+    /// Only when it blocks or waits for its turn in the log.
+    Blocked,
 }
 
 /// What to do after handling a scheduling point.
@@ -216,7 +222,7 @@ enum Advance {
     Livelock(u64),
 }
 
-struct Session<'a> {
+pub(crate) struct Session<'a> {
     trace: &'a Trace,
     opts: &'a ReplayOptions,
     pid: Pid,
@@ -248,6 +254,9 @@ struct Session<'a> {
     /// When the last checkpoint was taken or resumed from, and at which
     /// synchronization count.
     since_checkpoint: (Instant, u64),
+    /// Where a resumed replay starts: the thread and its synchronization
+    /// operation, not yet counted (`None`: at the program's start).
+    resume: Option<(usize, Option<Op>)>,
 }
 
 /// A replay's state at a synchronization point, kept with a checkpoint's
@@ -255,7 +264,7 @@ struct Session<'a> {
 /// change as it runs, every thread's [`ThreadImage`], and the point
 /// (thread `cur` at operation `op`, not yet counted).
 #[derive(Clone)]
-struct Snapshot {
+pub(crate) struct Snapshot {
     threads: Vec<Thread>,
     by_rec: HashMap<Tid, usize>,
     pos: usize,
@@ -276,99 +285,20 @@ struct Snapshot {
 impl Snapshot {
     /// Whether a replay with `opts` can resume from it: it keeps the same
     /// digest and sync trace (the schedule is the checkpoint's business).
-    fn fits(&self, opts: &ReplayOptions) -> bool {
+    pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
         self.digest.is_some() == opts.digest && self.sync_trace.capacity() == opts.sync_trace_len
     }
-}
 
-/// Replays `trace` on one core and validates it against the log, starting
-/// the program from scratch. Errors are weft's own problems (the program
-/// cannot be started, ptrace fails); an invalid replay is an
-/// [`Outcome::Invalid`].
-pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
-    Replayer::new(trace).replay(opts)
-}
-
-/// Replays one trace, again and again (exploration), optionally keeping
-/// checkpoints so that a replay whose schedule shares a prefix with an
-/// earlier one resumes where that prefix ends instead of starting over.
-/// Resuming is exact: a replay gives the same [`Report`], digest included,
-/// whether it resumed or not.
-pub struct Replayer<'a> {
-    trace: &'a Trace,
-    thread_events: HashMap<Tid, Vec<usize>>,
-    checkpoints: Option<Checkpoints<Snapshot>>,
-}
-
-impl<'a> Replayer<'a> {
-    /// A replayer that takes no checkpoints.
-    pub fn new(trace: &'a Trace) -> Self {
-        let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
-        for (i, e) in trace.events.iter().enumerate() {
-            thread_events.entry(e.tid).or_default().push(i);
-        }
-        Self { trace, thread_events, checkpoints: None }
-    }
-
-    /// A replayer that takes checkpoints as `policy` says.
-    pub fn with_checkpoints(trace: &'a Trace, policy: Policy) -> Self {
-        Self { checkpoints: Some(Checkpoints::new(policy)), ..Self::new(trace) }
-    }
-
-    /// How many checkpoints it holds.
-    pub fn checkpoints(&self) -> usize {
-        self.checkpoints.as_ref().map_or(0, Checkpoints::len)
-    }
-
-    /// Replays the trace under `opts`, from the latest checkpoint whose
-    /// schedule decisions `opts.schedule` shares, else from the start.
-    /// Errors as [`replay`].
-    pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
-        let resumed = self.checkpoints.as_mut().and_then(|store| resume(store, opts));
-        let store = self.checkpoints.as_mut();
-        let (mut session, resume_at) = match resumed {
-            Some((snapshot, tids)) => Session::resumed(self.trace, opts, &self.thread_events, store, snapshot, tids)?,
-            None => (Session::launch(self.trace, opts, &self.thread_events, store)?, None),
-        };
-        let resumed_at = resume_at.map(|_| session.sync_count);
-        let outcome = session.run(resume_at);
-        let fingerprint = outcome.as_ref().map_or(0, |o| session.fingerprint(o));
-        if !matches!(outcome, Ok(Outcome::Valid { .. })) {
-            session.kill();
-        }
-        Ok(Report {
-            fingerprint,
-            outcome: outcome?,
-            sync_trace: std::mem::take(&mut session.sync_trace).into_vec(),
-            digest: session.digest.take().map(Digest::into_lines).unwrap_or_default(),
-            resumed_at,
-        })
-    }
-}
-
-/// A new process from the best checkpoint for `opts`, and the snapshot to
-/// go on with; `None` when there is none (a checkpoint that cannot be
-/// resumed is dropped, with a warning).
-fn resume(store: &mut Checkpoints<Snapshot>, opts: &ReplayOptions) -> Option<(Snapshot, Vec<Option<Pid>>)> {
-    loop {
-        let k = store.best(&opts.schedule, |s| s.fits(opts))?;
-        let checkpoint = store.get(k);
-        match checkpoint.template.spawn(&checkpoint.state.images, checkpoint.state.cur) {
-            Ok(tids) => {
-                tracing::debug!(sync = checkpoint.sync_count, event = checkpoint.state.pos, "resumed from a checkpoint");
-                return Some((checkpoint.state.clone(), tids));
-            }
-            Err(e) => {
-                eprintln!("weft: warning: cannot resume a checkpoint ({e:#}); dropping it");
-                store.remove(k);
-            }
-        }
+    /// A new process from `template` with this snapshot's threads.
+    /// Errors as [`Template::spawn`].
+    pub(crate) fn spawn(&self, template: &Template) -> Result<Vec<Option<Pid>>> {
+        template.spawn(&self.images, self.cur)
     }
 }
 
 impl<'a> Session<'a> {
     /// Starts the program as recorded: argv, env, cwd, AT_RANDOM, ASLR off.
-    fn launch(
+    pub(crate) fn launch(
         trace: &'a Trace,
         opts: &'a ReplayOptions,
         thread_events: &'a HashMap<Tid, Vec<usize>>,
@@ -424,19 +354,20 @@ impl<'a> Session<'a> {
             syscall_insn: None,
             checkpoints,
             since_checkpoint: (Instant::now(), 0),
+            resume: None,
         })
     }
 
     /// Goes on from a checkpoint's snapshot in the process whose threads
-    /// are `tids`; returns the session and the point to resume at.
-    fn resumed(
+    /// are `tids`.
+    pub(crate) fn resumed(
         trace: &'a Trace,
         opts: &'a ReplayOptions,
         thread_events: &'a HashMap<Tid, Vec<usize>>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
         s: Snapshot,
         tids: Vec<Option<Pid>>,
-    ) -> Result<(Self, Option<(usize, Option<Op>)>)> {
+    ) -> Result<Self> {
         let mut threads = s.threads;
         for (t, tid) in threads.iter_mut().zip(&tids) {
             if let Some(tid) = tid {
@@ -465,8 +396,26 @@ impl<'a> Session<'a> {
             syscall_insn: s.syscall_insn,
             checkpoints,
             since_checkpoint: (Instant::now(), s.sync_count),
+            resume: Some((s.cur, s.op)),
         };
-        Ok((session, Some((s.cur, s.op))))
+        Ok(session)
+    }
+
+    /// Runs the replay to its end and reports.
+    pub(crate) fn replay(mut self) -> Result<Report> {
+        let resumed_at = self.resume.map(|_| self.sync_count);
+        let outcome = self.run();
+        let fingerprint = outcome.as_ref().map_or(0, |o| self.fingerprint(o));
+        if !matches!(outcome, Ok(Outcome::Valid { .. })) {
+            self.kill();
+        }
+        Ok(Report {
+            fingerprint,
+            outcome: outcome?,
+            sync_trace: std::mem::take(&mut self.sync_trace).into_vec(),
+            digest: self.digest.take().map(Digest::into_lines).unwrap_or_default(),
+            resumed_at,
+        })
     }
 
     /// A snapshot of this replay at thread `cur`'s synchronization point
@@ -566,11 +515,10 @@ fn executable(trace: &Trace) -> Result<PathBuf> {
 
 impl Session<'_> {
     /// The scheduler's loop, from the program's start or from a
-    /// checkpoint's point (`resume`: the thread and its synchronization
-    /// operation, not yet counted).
-    fn run(&mut self, resume: Option<(usize, Option<Op>)>) -> Result<Outcome> {
-        let mut cur = resume.map_or(0, |(i, _)| i);
-        let mut resume = resume.map(|(_, op)| op);
+    /// checkpoint's point.
+    fn run(&mut self) -> Result<Outcome> {
+        let mut cur = self.resume.map_or(0, |(i, _)| i);
+        let mut resume = self.resume.map(|(_, op)| op);
         loop {
             let step = match resume.take() {
                 Some(op) => self.sync_point(cur, op)?,
@@ -1152,7 +1100,10 @@ impl Session<'_> {
             return Ok(Step::Stay);
         }
         Ok(match self.preemption() {
-            Some(j) if j == i => Step::Stay,
+            Some(j) if j == i => {
+                self.granted = Some(Grant { thread: i, until: Until::Blocked });
+                Step::Stay
+            }
             Some(j) if self.runnable(j) => {
                 let until = match op {
                     Some(Op::Acquire(lock)) => Until::Released(lock),
@@ -1174,6 +1125,7 @@ impl Session<'_> {
             (Until::Released(lock), Some(Op::Released(object))) => object == lock,
             (Until::Released(_), _) => false,
             (Until::Acquired, _) => true,
+            (Until::Blocked, _) => false,
             (Until::Acquire, op) => {
                 if matches!(op, Some(Op::Acquire(_))) {
                     grant.until = Until::Acquired;
