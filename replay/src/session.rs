@@ -455,13 +455,17 @@ impl<'a> Session<'a> {
     }
 
     /// Takes a checkpoint at thread `i`'s synchronization point `op` when
-    /// the policy's interval has passed since the last one, or when the
-    /// schedule preempts at this operation.
+    /// the schedule preempts at this operation, or when the policy's
+    /// interval has passed since the last one and the schedule has a
+    /// preemption still to come. Past its last preemption a replay is an
+    /// exploration attempt that will most likely be discarded; should it be
+    /// admitted, the next attempts take checkpoints on their way.
     fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
         let (last, at) = self.since_checkpoint;
         let preempts = self.opts.schedule.preemption_at(self.sync_count + 1).is_some();
-        if at == self.sync_count || (last.elapsed() < interval && !preempts) {
+        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.sync_count);
+        if at == self.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
             return Ok(());
         }
         self.since_checkpoint = (Instant::now(), self.sync_count);
