@@ -160,6 +160,8 @@ struct Thread {
     /// At an acquire entry breakpoint, with a sync trace kept: the
     /// caller's address (the return address on its stack), read once.
     caller: Option<u64>,
+    /// The switch that last gave it the core ([`Session::switches`]).
+    last_ran: u64,
 }
 
 /// A preemption's grant: how weft reads seed 000's `sync<n,t>`. The
@@ -257,6 +259,8 @@ pub(crate) struct Session<'a> {
     /// Where a resumed replay starts: the thread and its synchronization
     /// operation, not yet counted (`None`: at the program's start).
     resume: Option<(usize, Option<Op>)>,
+    /// Switches so far.
+    switches: u64,
 }
 
 /// A replay's state at a synchronization point, kept with a checkpoint's
@@ -277,6 +281,7 @@ pub(crate) struct Snapshot {
     last_delivery: Option<(Tid, u64)>,
     sync_trace: SyncTrace,
     syscall_insn: Option<u64>,
+    switches: u64,
     images: Vec<Option<ThreadImage>>,
     cur: usize,
     op: Option<Op>,
@@ -332,6 +337,7 @@ impl<'a> Session<'a> {
             woken: false,
             last_event: None,
             caller: None,
+            last_ran: 0,
         };
         Ok(Session {
             trace,
@@ -355,6 +361,7 @@ impl<'a> Session<'a> {
             checkpoints,
             since_checkpoint: (Instant::now(), 0),
             resume: None,
+            switches: 0,
         })
     }
 
@@ -397,6 +404,7 @@ impl<'a> Session<'a> {
             checkpoints,
             since_checkpoint: (Instant::now(), s.sync_count),
             resume: Some((s.cur, s.op)),
+            switches: s.switches,
         };
         Ok(session)
     }
@@ -448,6 +456,7 @@ impl<'a> Session<'a> {
             last_delivery: self.last_delivery,
             sync_trace: self.sync_trace.clone(),
             syscall_insn: self.syscall_insn,
+            switches: self.switches,
             images,
             cur,
             op,
@@ -549,6 +558,8 @@ impl Session<'_> {
                         if self.granted.map(|g| g.thread) != Some(next) {
                             self.granted = None;
                         }
+                        self.switches += 1;
+                        self.threads[next].last_ran = self.switches;
                         cur = next;
                         self.note(cur);
                     }
@@ -1021,6 +1032,7 @@ impl Session<'_> {
             woken: false,
             last_event: None,
             caller: None,
+            last_ran: 0,
         });
         Ok(())
     }
@@ -1095,8 +1107,10 @@ impl Session<'_> {
         self.sync_count += 1;
         let granted = self.grant_holds(i, op);
         let default = match self.next_owner() {
-            Some(j) if !granted && j != i && self.runnable(j) => j,
-            _ => i,
+            _ if granted => i,
+            Some(j) if j == i => i,
+            Some(j) if self.runnable(j) => j,
+            _ => self.rotate(i),
         };
         self.record_sync(i, default, granted);
         tracing::trace!(n = self.sync_count, tid = self.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.pos, granted, "synchronization");
@@ -1166,6 +1180,16 @@ impl Session<'_> {
             switchable: switchable.map(|j| Switchable { tid: self.threads[j].rec, label: self.site(j) }).collect(),
         };
         self.sync_trace.push(record);
+    }
+
+    /// The thread to run at thread `i`'s synchronization point when the
+    /// log's next thread cannot run: the free thread (`i` included) that
+    /// was last switched to longest ago. The threads that run while the
+    /// log's next thread waits take turns at their synchronization
+    /// points, as they would progress side by side on several cores.
+    fn rotate(&self, i: usize) -> usize {
+        let free = |j: usize| j == i || matches!(self.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_));
+        (0..self.threads.len()).filter(|&j| free(j)).min_by_key(|&j| (self.threads[j].last_ran, j)).unwrap_or(i)
     }
 
     /// The thread to run when the current one cannot: the owner of the
