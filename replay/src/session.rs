@@ -1096,7 +1096,8 @@ impl Session<'_> {
     }
 
     /// A synchronization point: preempt as the schedule says, else switch
-    /// to the thread of the log's next event when it can run.
+    /// to the thread of the log's next event when it can run, else let
+    /// the free threads take turns ([`Session::rotate`]).
     ///
     /// A thread preempted to runs under a [`Grant`] (its points are
     /// no-ops until the grant ends). `op` is the pthread operation thread
