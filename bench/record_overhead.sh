@@ -3,7 +3,7 @@
 # for pbzip2 -p2 and xz -T2 on a SIZE_MB input (defaults: 5 runs, 64 MB).
 # Replay is timed under the schedule that one exploration of the last trace
 # found (at most ATTEMPTS replays, default 50), with --no-explore;
-# ATTEMPTS=0 skips replay (a 64 MB xz replay explores for hours).
+# ATTEMPTS=0 skips replay.
 # Usage: bench/record_overhead.sh [RUNS] [SIZE_MB] [PROGRAMS]  (PROGRAMS: "pbzip2 xz")
 set -euo pipefail
 cd "$(dirname "$0")/.."
