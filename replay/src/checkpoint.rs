@@ -304,11 +304,11 @@ impl<S> Checkpoints<S> {
     }
 }
 
-/// Whether process `pid` has a writable shared mapping: a fork shares it
-/// instead of copying it, so a resumed replay would write into the
-/// checkpoint (/proc/PID/maps, permissions `rw-s`).
-pub fn has_shared_writable(pid: Pid) -> bool {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return true };
+/// Whether the process of thread `tid` has a writable shared mapping: a
+/// fork shares it instead of copying it, so a resumed replay would write
+/// into the checkpoint (/proc/TID/maps, permissions `rw-s`).
+pub fn has_shared_writable(tid: Pid) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{tid}/maps")) else { return true };
     maps.lines().any(|l| l.split_whitespace().nth(1).is_some_and(|p| p.as_bytes().get(1) == Some(&b'w') && p.ends_with('s')))
 }
 

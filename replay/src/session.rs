@@ -431,7 +431,8 @@ impl<'a> Session<'a> {
     /// checkpoint cannot rebuild (a signal stop), or when memory is shared
     /// writable (a fork would not copy it).
     fn snapshot(&self, cur: usize, op: Option<Op>) -> Result<Option<Snapshot>> {
-        if checkpoint::has_shared_writable(self.pid) {
+        // The leader may have exited; the current thread is alive.
+        if checkpoint::has_shared_writable(self.threads[cur].tid) {
             return Ok(None);
         }
         let mut images = Vec::with_capacity(self.threads.len());
