@@ -324,7 +324,7 @@ impl Search<'_> {
                 top.note_mover(p, &attempt, &self.dead);
                 continue;
             }
-            let after = schedule.iter().map(|q| q.sync).max().unwrap_or(0);
+            let after = last_sync(&schedule);
             if self.dead.get(&attempt.fingerprint).is_some_and(|&dead_after| after >= dead_after) {
                 tracing::debug!(?p, "gets past event {alpha_x} into a state already searched");
                 continue;
@@ -359,7 +359,7 @@ impl Search<'_> {
         let alpha_x = failure.event()?;
         let key = Key::of(failure, &self.trace.events);
         let sync_trace = std::mem::take(&mut report.sync_trace);
-        let after = schedule.iter().map(|p| p.sync).max().unwrap_or(0);
+        let after = last_sync(schedule);
         let queue: VecDeque<Preemption> = match &key {
             Some(k) => self.cache.suggest(k, &self.index, &sync_trace, after).into(),
             None => VecDeque::new(),
@@ -400,6 +400,12 @@ impl Search<'_> {
         self.echo_from = self.echo_from.max(reached(&report.outcome));
         Ok(report)
     }
+}
+
+/// The synchronization count of a schedule's last preemption (0: none):
+/// the schedule is final up to it.
+fn last_sync(schedule: &[Preemption]) -> u64 {
+    schedule.iter().map(|p| p.sync).max().unwrap_or(0)
 }
 
 /// How far a replay got: the index of the first event it could not match

@@ -53,9 +53,9 @@ const THREAD_FLAGS: u64 = (libc::CLONE_VM
 #[derive(Debug, Clone)]
 pub struct ThreadImage {
     /// General registers at the stop.
-    pub regs: Regs,
+    regs: Regs,
     /// At a syscall-entry stop (a resumed thread is put back into one).
-    pub entry: bool,
+    entry: bool,
     /// The XSAVE area (x87, SSE, AVX).
     xstate: Vec<u8>,
     /// The blocked-signal mask.
@@ -63,10 +63,10 @@ pub struct ThreadImage {
 }
 
 impl ThreadImage {
-    /// Reads thread `tid`'s state; `entry` says it is at a syscall-entry
-    /// stop. Errors: ptrace failures.
-    pub fn read(tid: Pid, entry: bool) -> Result<Self> {
-        let regs = ptrace::getregs(tid)?;
+    /// Reads the state of thread `tid`, whose general registers are
+    /// `regs`; `entry` says it is at a syscall-entry stop. Errors: ptrace
+    /// failures.
+    pub fn read(tid: Pid, regs: Regs, entry: bool) -> Result<Self> {
         let mut xstate = vec![0u8; XSTATE_MAX];
         let mut iov = libc::iovec { iov_base: xstate.as_mut_ptr().cast(), iov_len: xstate.len() };
         // SAFETY: the kernel writes at most iov_len bytes to the buffer.

@@ -42,15 +42,11 @@ pub fn syscall(tid: Pid, regs: &Regs, insn: u64, nr: i64, args: &[u64]) -> Resul
     [call.rdi, call.rsi, call.rdx, call.r10, call.r8, call.r9] = a;
     ptrace::setregs(tid, call)?;
     let mut child = None;
-    let mut exits = 0;
-    while exits == 0 {
+    loop {
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::PtraceSyscall(_) => {
-                if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
-                    exits += 1;
-                }
-            }
+            WaitStatus::PtraceSyscall(_) if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT => break,
+            WaitStatus::PtraceSyscall(_) => {}
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_CLONE) => {
                 let pid = Pid::from_raw(ptrace::getevent(tid)? as i32);
                 match waitpid(pid, Some(WaitPidFlag::__WALL))? {

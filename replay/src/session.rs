@@ -229,6 +229,24 @@ pub(crate) struct Session<'a> {
     opts: &'a ReplayOptions,
     pid: Pid,
     mem: Memory,
+    /// Each recorded thread's event indices, ascending.
+    thread_events: &'a HashMap<Tid, Vec<usize>>,
+    watchdog: Watchdog,
+    /// Where checkpoints go (`None`: none are taken).
+    checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+    /// When the last checkpoint was taken or resumed from, and at which
+    /// synchronization count.
+    since_checkpoint: (Instant, u64),
+    /// Where a resumed replay starts: the thread and its synchronization
+    /// operation, not yet counted (`None`: at the program's start).
+    resume: Option<(usize, Option<Op>)>,
+    state: State,
+}
+
+/// What a replay has done and decided so far: everything about it that
+/// changes as it runs, which a checkpoint keeps to resume it.
+#[derive(Clone)]
+struct State {
     threads: Vec<Thread>,
     by_rec: HashMap<Tid, usize>,
     /// Index of the next log event to match.
@@ -240,10 +258,7 @@ pub(crate) struct Session<'a> {
     granted: Option<Grant>,
     futexes: Queues,
     sync: SyncPoints,
-    /// Each recorded thread's event indices, ascending.
-    thread_events: &'a HashMap<Tid, Vec<usize>>,
     digest: Option<Digest>,
-    watchdog: Watchdog,
     warned: HashSet<i64>,
     /// The last signal delivered: (thread, pc), to check a fatal end.
     last_delivery: Option<(Tid, u64)>,
@@ -251,37 +266,17 @@ pub(crate) struct Session<'a> {
     /// Address of a `syscall` instruction in the tracee (remote syscalls
     /// for checkpoints), once a thread has stopped at one.
     syscall_insn: Option<u64>,
-    /// Where checkpoints go (`None`: none are taken).
-    checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
-    /// When the last checkpoint was taken or resumed from, and at which
-    /// synchronization count.
-    since_checkpoint: (Instant, u64),
-    /// Where a resumed replay starts: the thread and its synchronization
-    /// operation, not yet counted (`None`: at the program's start).
-    resume: Option<(usize, Option<Op>)>,
     /// Switches so far.
     switches: u64,
 }
 
-/// A replay's state at a synchronization point, kept with a checkpoint's
-/// [`Template`] to resume the replay there: the [`Session`] fields that
-/// change as it runs, every thread's [`ThreadImage`], and the point
-/// (thread `cur` at operation `op`, not yet counted).
+/// A replay at a synchronization point, kept with a checkpoint's
+/// [`Template`] to resume the replay there: its [`State`], every thread's
+/// [`ThreadImage`], and the point (thread `cur` at operation `op`, not yet
+/// counted).
 #[derive(Clone)]
 pub(crate) struct Snapshot {
-    threads: Vec<Thread>,
-    by_rec: HashMap<Tid, usize>,
-    pos: usize,
-    sync_count: u64,
-    granted: Option<Grant>,
-    futexes: Queues,
-    sync: SyncPoints,
-    digest: Option<Digest>,
-    warned: HashSet<i64>,
-    last_delivery: Option<(Tid, u64)>,
-    sync_trace: SyncTrace,
-    syscall_insn: Option<u64>,
-    switches: u64,
+    state: State,
     images: Vec<Option<ThreadImage>>,
     cur: usize,
     op: Option<Op>,
@@ -291,7 +286,7 @@ impl Snapshot {
     /// Whether a replay with `opts` can resume from it: it keeps the same
     /// digest and sync trace (the schedule is the checkpoint's business).
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
-        self.digest.is_some() == opts.digest && self.sync_trace.capacity() == opts.sync_trace_len
+        self.state.digest.is_some() == opts.digest && self.state.sync_trace.capacity() == opts.sync_trace_len
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -344,24 +339,26 @@ impl<'a> Session<'a> {
             opts,
             pid,
             mem,
-            threads: vec![main],
-            by_rec: HashMap::from([(meta.pid, 0)]),
-            pos: 0,
-            sync_count: 0,
-            granted: None,
-            futexes: Queues::default(),
-            sync: SyncPoints::default(),
             thread_events,
-            digest: opts.digest.then(Digest::default),
             watchdog: Watchdog::start(opts.livelock_timeout),
-            warned: HashSet::new(),
-            last_delivery: None,
-            sync_trace: SyncTrace::new(opts.sync_trace_len),
-            syscall_insn: None,
             checkpoints,
             since_checkpoint: (Instant::now(), 0),
             resume: None,
-            switches: 0,
+            state: State {
+                threads: vec![main],
+                by_rec: HashMap::from([(meta.pid, 0)]),
+                pos: 0,
+                sync_count: 0,
+                granted: None,
+                futexes: Queues::default(),
+                sync: SyncPoints::default(),
+                digest: opts.digest.then(Digest::default),
+                warned: HashSet::new(),
+                last_delivery: None,
+                sync_trace: SyncTrace::new(opts.sync_trace_len),
+                syscall_insn: None,
+                switches: 0,
+            },
         })
     }
 
@@ -375,43 +372,30 @@ impl<'a> Session<'a> {
         s: Snapshot,
         tids: Vec<Option<Pid>>,
     ) -> Result<Self> {
-        let mut threads = s.threads;
-        for (t, tid) in threads.iter_mut().zip(&tids) {
+        let mut state = s.state;
+        for (t, tid) in state.threads.iter_mut().zip(&tids) {
             if let Some(tid) = tid {
                 t.tid = *tid;
             }
         }
-        let pid = threads[s.cur].tid;
-        let session = Session {
+        let pid = state.threads[s.cur].tid;
+        Ok(Session {
             trace,
             opts,
             pid,
             mem: Memory::open(pid)?,
-            threads,
-            by_rec: s.by_rec,
-            pos: s.pos,
-            sync_count: s.sync_count,
-            granted: s.granted,
-            futexes: s.futexes,
-            sync: s.sync,
             thread_events,
-            digest: s.digest,
             watchdog: Watchdog::start(opts.livelock_timeout),
-            warned: s.warned,
-            last_delivery: s.last_delivery,
-            sync_trace: s.sync_trace,
-            syscall_insn: s.syscall_insn,
             checkpoints,
-            since_checkpoint: (Instant::now(), s.sync_count),
+            since_checkpoint: (Instant::now(), state.sync_count),
             resume: Some((s.cur, s.op)),
-            switches: s.switches,
-        };
-        Ok(session)
+            state,
+        })
     }
 
     /// Runs the replay to its end and reports.
     pub(crate) fn replay(mut self) -> Result<Report> {
-        let resumed_at = self.resume.map(|_| self.sync_count);
+        let resumed_at = self.resume.map(|_| self.state.sync_count);
         let outcome = self.run();
         let fingerprint = outcome.as_ref().map_or(0, |o| self.fingerprint(o));
         if !matches!(outcome, Ok(Outcome::Valid { .. })) {
@@ -420,8 +404,8 @@ impl<'a> Session<'a> {
         Ok(Report {
             fingerprint,
             outcome: outcome?,
-            sync_trace: std::mem::take(&mut self.sync_trace).into_vec(),
-            digest: self.digest.take().map(Digest::into_lines).unwrap_or_default(),
+            sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),
+            digest: self.state.digest.take().map(Digest::into_lines).unwrap_or_default(),
             resumed_at,
         })
     }
@@ -432,36 +416,19 @@ impl<'a> Session<'a> {
     /// writable (a fork would not copy it).
     fn snapshot(&self, cur: usize, op: Option<Op>) -> Result<Option<Snapshot>> {
         // The leader may have exited; the current thread is alive.
-        if checkpoint::has_shared_writable(self.threads[cur].tid) {
+        if checkpoint::has_shared_writable(self.state.threads[cur].tid) {
             return Ok(None);
         }
-        let mut images = Vec::with_capacity(self.threads.len());
-        for t in &self.threads {
+        let mut images = Vec::with_capacity(self.state.threads.len());
+        for t in &self.state.threads {
             images.push(match t.at {
                 At::Exited => None,
-                At::Ready => Some(ThreadImage::read(t.tid, false)?),
-                At::Entry(_) | At::Blocked(_) | At::Woken(_) => Some(ThreadImage::read(t.tid, true)?),
+                At::Ready => Some(ThreadImage::read(t.tid, t.regs, false)?),
+                At::Entry(_) | At::Blocked(_) | At::Woken(_) => Some(ThreadImage::read(t.tid, t.regs, true)?),
                 At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
             });
         }
-        Ok(Some(Snapshot {
-            threads: self.threads.clone(),
-            by_rec: self.by_rec.clone(),
-            pos: self.pos,
-            sync_count: self.sync_count,
-            granted: self.granted,
-            futexes: self.futexes.clone(),
-            sync: self.sync.clone(),
-            digest: self.digest.clone(),
-            warned: self.warned.clone(),
-            last_delivery: self.last_delivery,
-            sync_trace: self.sync_trace.clone(),
-            syscall_insn: self.syscall_insn,
-            switches: self.switches,
-            images,
-            cur,
-            op,
-        }))
+        Ok(Some(Snapshot { state: self.state.clone(), images, cur, op }))
     }
 
     /// Takes a checkpoint at thread `i`'s synchronization point `op` when
@@ -473,24 +440,23 @@ impl<'a> Session<'a> {
     fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
         let (last, at) = self.since_checkpoint;
-        let preempts = self.opts.schedule.preemption_at(self.sync_count + 1).is_some();
-        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.sync_count);
-        if at == self.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
+        let preempts = self.opts.schedule.preemption_at(self.state.sync_count + 1).is_some();
+        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.state.sync_count);
+        if at == self.state.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
             return Ok(());
         }
-        self.since_checkpoint = (Instant::now(), self.sync_count);
-        let Some(insn) = self.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
+        self.since_checkpoint = (Instant::now(), self.state.sync_count);
+        let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
             return Ok(());
         };
         if !self.checkpoints.as_mut().is_some_and(|c| c.make_room()) {
             return Ok(());
         }
         let Some(snapshot) = self.snapshot(i, op)? else { return Ok(()) };
-        let regs = snapshot.images[i].as_ref().map_or(self.threads[i].regs, |image| image.regs);
-        let Some(template) = Template::fork(self.threads[i].tid, &regs, insn)? else { return Ok(()) };
-        tracing::debug!(sync = self.sync_count, event = self.pos, "checkpoint");
+        let Some(template) = Template::fork(self.state.threads[i].tid, &self.state.threads[i].regs, insn)? else { return Ok(()) };
+        tracing::debug!(sync = self.state.sync_count, event = self.state.pos, "checkpoint");
         if let Some(store) = self.checkpoints.as_mut() {
-            store.add(template, snapshot, self.sync_count, &self.opts.schedule);
+            store.add(template, snapshot, self.state.sync_count, &self.opts.schedule);
         }
         Ok(())
     }
@@ -537,7 +503,7 @@ impl Session<'_> {
             let step = match resume.take() {
                 Some(op) => self.sync_point(cur, op)?,
                 None => {
-                    if matches!(self.threads[cur].at, At::Ready | At::Deliver(_)) {
+                    if matches!(self.state.threads[cur].at, At::Ready | At::Deliver(_)) {
                         match self.advance(cur)? {
                             Advance::Point => {}
                             Advance::End(end) => return self.finish(end),
@@ -547,7 +513,7 @@ impl Session<'_> {
                             }
                         }
                     }
-                    self.threads[cur].steps += 1;
+                    self.state.threads[cur].steps += 1;
                     self.step(cur)?
                 }
             };
@@ -555,12 +521,12 @@ impl Session<'_> {
                 Step::Stay => self.note(cur),
                 Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
                     Ok(next) => {
-                        tracing::trace!(event = self.pos, from = self.threads[cur].rec, to = self.threads[next].rec, "switch");
-                        if self.granted.map(|g| g.thread) != Some(next) {
-                            self.granted = None;
+                        tracing::trace!(event = self.state.pos, from = self.state.threads[cur].rec, to = self.state.threads[next].rec, "switch");
+                        if self.state.granted.map(|g| g.thread) != Some(next) {
+                            self.state.granted = None;
                         }
-                        self.switches += 1;
-                        self.threads[next].last_ran = self.switches;
+                        self.state.switches += 1;
+                        self.state.threads[next].last_ran = self.state.switches;
                         cur = next;
                         self.note(cur);
                     }
@@ -576,12 +542,12 @@ impl Session<'_> {
     /// not scheduling points run (or, for rseq, fail) on the way.
     fn advance(&mut self, i: usize) -> Result<Advance> {
         loop {
-            let (tid, sig) = (self.threads[i].tid, match self.threads[i].at {
+            let (tid, sig) = (self.state.threads[i].tid, match self.state.threads[i].at {
                 At::Deliver(s) => Some(s),
                 _ => None,
             });
-            self.threads[i].at = At::Ready;
-            self.threads[i].caller = None;
+            self.state.threads[i].at = At::Ready;
+            self.state.threads[i].caller = None;
             if sig.is_none() {
                 self.step_over_breakpoint(i)?;
             }
@@ -592,18 +558,18 @@ impl Session<'_> {
             match status? {
                 WaitStatus::PtraceSyscall(_) => {
                     let regs = ptrace::getregs(tid)?;
-                    self.threads[i].regs = regs;
+                    self.state.threads[i].regs = regs;
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         continue;
                     }
-                    self.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
+                    self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
                         Class::Execute => {}
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
-                            self.threads[i].at = At::Entry(entry);
+                            self.state.threads[i].at = At::Entry(entry);
                             return Ok(Advance::Point);
                         }
                     }
@@ -612,13 +578,13 @@ impl Session<'_> {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
                 WaitStatus::Stopped(_, NixSignal::SIGTRAP) if self.breakpoint(i)? => {
-                    if matches!(self.threads[i].at, At::Sync(_)) {
+                    if matches!(self.state.threads[i].at, At::Sync(_)) {
                         return Ok(Advance::Point);
                     }
                 }
                 WaitStatus::Stopped(_, sig) => {
-                    self.threads[i].regs = ptrace::getregs(tid)?;
-                    self.threads[i].at = At::Fault(sig);
+                    self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    self.state.threads[i].at = At::Fault(sig);
                     return Ok(Advance::Point);
                 }
                 // A thread only reaches its exit here when a signal kills
@@ -636,9 +602,9 @@ impl Session<'_> {
     /// back its pc up over the int3 and say whether this is a
     /// synchronization point for it (`at` becomes Sync) or not (Ready).
     fn breakpoint(&mut self, i: usize) -> Result<bool> {
-        let t = &mut self.threads[i];
+        let t = &mut self.state.threads[i];
         let mut regs = ptrace::getregs(t.tid)?;
-        let Some(hit) = self.sync.hit(&self.mem, i, &regs)? else { return Ok(false) };
+        let Some(hit) = self.state.sync.hit(&self.mem, i, &regs)? else { return Ok(false) };
         let pc = regs.rip.wrapping_sub(1);
         regs.rip = pc;
         ptrace::setregs(t.tid, regs)?;
@@ -647,7 +613,7 @@ impl Session<'_> {
             Hit::Sync(op) => At::Sync(op),
             Hit::Entered | Hit::Passing => At::Ready,
         };
-        if self.sync_trace.wanted() && matches!(hit, Hit::Sync(Op::Acquire(_))) {
+        if self.state.sync_trace.wanted() && matches!(hit, Hit::Sync(Op::Acquire(_))) {
             t.caller = self.mem.read_u64(regs.rsp).ok();
         }
         Ok(true)
@@ -657,12 +623,12 @@ impl Session<'_> {
     /// instruction alone (the other threads are stopped, so none can miss
     /// the breakpoint meanwhile).
     fn step_over_breakpoint(&mut self, i: usize) -> Result<()> {
-        let (tid, pc) = (self.threads[i].tid, self.threads[i].regs.rip);
-        let byte = match self.sync.step_over(pc) {
+        let (tid, pc) = (self.state.threads[i].tid, self.state.threads[i].regs.rip);
+        let byte = match self.state.sync.step_over(pc) {
             None => return Ok(()),
             Some(StepOver::Skip(len)) => {
-                self.threads[i].regs.rip += len;
-                return Ok(ptrace::setregs(tid, self.threads[i].regs)?);
+                self.state.threads[i].regs.rip += len;
+                return Ok(ptrace::setregs(tid, self.state.threads[i].regs)?);
             }
             Some(StepOver::Step(byte)) => byte,
         };
@@ -672,7 +638,7 @@ impl Session<'_> {
         self.mem.write(pc, &[0xcc])?;
         match status {
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
-                self.threads[i].regs = ptrace::getregs(tid)?;
+                self.state.threads[i].regs = ptrace::getregs(tid)?;
                 Ok(())
             }
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
@@ -681,11 +647,11 @@ impl Session<'_> {
 
     /// Handles the scheduling point thread `i` is at.
     fn step(&mut self, i: usize) -> Result<Step> {
-        match self.threads[i].at {
+        match self.state.threads[i].at {
             At::Entry(e) if e.nr == libc::SYS_futex => self.futex(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
             At::Fault(sig) => {
-                let pc = self.threads[i].regs.rip;
+                let pc = self.state.threads[i].regs.rip;
                 let observed = match tracee::rdtsc_at(&self.mem, pc) {
                     Some((len, rdtscp)) if sig == NixSignal::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
                     _ => Observed::Signal(sig, pc),
@@ -697,7 +663,7 @@ impl Session<'_> {
                 Ok(Step::Stay)
             }
             At::Sync(op) => {
-                self.threads[i].at = At::Ready;
+                self.state.threads[i].at = At::Ready;
                 self.sync_point(i, Some(op))
             }
             At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
@@ -709,10 +675,10 @@ impl Session<'_> {
     /// is the log's next and belongs to this thread, else switch to the
     /// thread the log names.
     fn event_point(&mut self, i: usize, observed: Observed) -> Result<Step> {
-        let Some(expected) = self.trace.events.get(self.pos) else {
+        let Some(expected) = self.trace.events.get(self.state.pos) else {
             return Ok(Step::Fail(self.incomplete()));
         };
-        let me = self.threads[i].rec;
+        let me = self.state.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
             return Ok(Step::Switch(None));
         }
@@ -721,9 +687,9 @@ impl Session<'_> {
             let observed = format!("tid {me} @{label:#x}  {why}");
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label, expected: expected.to_string(), observed }));
         }
-        self.threads[i].last_event = Some(self.pos);
-        self.pos += 1;
-        self.threads[i].steps = 0;
+        self.state.threads[i].last_event = Some(self.state.pos);
+        self.state.pos += 1;
+        self.state.threads[i].steps = 0;
         self.apply(i, observed, expected)
     }
 
@@ -752,7 +718,7 @@ impl Session<'_> {
         match (observed, &expected.kind) {
             (Observed::Syscall(e), EventKind::Spawn { flags, .. }) => {
                 let same = syscalls::class(e.nr) == Class::Clone
-                    && clone_flags(&self.mem, &self.threads[i].regs) == *flags;
+                    && clone_flags(&self.mem, &self.state.threads[i].regs) == *flags;
                 (!same).then(describe)
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => {
@@ -791,7 +757,7 @@ impl Session<'_> {
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
-                let t = &mut self.threads[i];
+                let t = &mut self.state.threads[i];
                 if !s.synchronous {
                     if let Ok(info) = s.siginfo.as_slice().try_into() {
                         let info: [u8; 128] = info;
@@ -801,11 +767,11 @@ impl Session<'_> {
                     }
                 }
                 t.at = At::Deliver(*sig);
-                self.last_delivery = Some((t.rec, *pc));
+                self.state.last_delivery = Some((t.rec, *pc));
                 Ok(Step::Stay)
             }
             (Observed::Rdtsc { len, .. }, EventKind::Rdtsc { tsc, aux, .. }) => {
-                let t = &mut self.threads[i];
+                let t = &mut self.state.threads[i];
                 t.regs.rax = tsc & 0xffff_ffff;
                 t.regs.rdx = tsc >> 32;
                 if let Some(a) = aux {
@@ -824,10 +790,10 @@ impl Session<'_> {
     fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
         match syscalls::class(e.nr) {
             Class::Input | Class::Unsupported => {
-                if s.unsupported && self.warned.insert(e.nr) {
+                if s.unsupported && self.state.warned.insert(e.nr) {
                     eprintln!(
                         "weft: warning: event {}: {} is unsupported; replaying its result only",
-                        self.pos - 1,
+                        self.state.pos - 1,
                         syscalls::name(e.nr)
                     );
                 }
@@ -842,19 +808,19 @@ impl Session<'_> {
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
             Class::ExecuteLogged => {
-                self.threads[i].clear_child_tid = e.args[0];
+                self.state.threads[i].clear_child_tid = e.args[0];
                 self.execute(i)?;
                 self.set_result(i, s.result)?;
             }
             Class::Kill => self.kill_syscall(i, e, s)?,
             Class::ThreadExit => return self.thread_exit(i),
             Class::ExitGroup => {
-                let tid = self.threads[i].tid;
+                let tid = self.state.threads[i].tid;
                 ptrace::syscall(tid, None)?;
                 return Ok(Step::End(self.drain()?));
             }
             Class::Futex => {
-                self.threads[i].woken = false;
+                self.state.threads[i].woken = false;
                 self.finish_syscall(i, s.result)?;
                 return self.sync_point(i, None);
             }
@@ -886,7 +852,7 @@ impl Session<'_> {
 
     /// The program's writes to stdout and stderr appear on ours.
     fn echo_output(&self, e: &Entry, s: &Syscall) -> Result<()> {
-        if self.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
+        if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
             return Ok(());
         }
         let mut rd = |a: u64| self.mem.read_u64(a).ok();
@@ -909,7 +875,7 @@ impl Session<'_> {
         };
         let addr = s.result as u64;
         let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
-        let t = &mut self.threads[i];
+        let t = &mut self.state.threads[i];
         t.regs.rdi = addr;
         t.regs.r10 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed) as u64;
         t.regs.r8 = u64::MAX;
@@ -933,8 +899,8 @@ impl Session<'_> {
         let is_libc = Path::new(OsStr::from_bytes(&file.path))
             .file_name()
             .is_some_and(|n| n.as_bytes().starts_with(b"libc.so"));
-        if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !self.sync.installed() {
-            self.sync.install_libc(&self.mem, &path, addr, e.args[5])?;
+        if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !self.state.sync.installed() {
+            self.state.sync.install_libc(&self.mem, &path, addr, e.args[5])?;
         }
         Ok(Step::Stay)
     }
@@ -942,18 +908,18 @@ impl Session<'_> {
     /// kill/tkill/tgkill: executed, with recorded ids translated, when the
     /// program signals itself; emulated otherwise.
     fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
-        let own = |id: u64| id as i32 == self.trace.meta.pid || self.by_rec.contains_key(&(id as i32));
+        let own = |id: u64| id as i32 == self.trace.meta.pid || self.state.by_rec.contains_key(&(id as i32));
         let target = match e.nr {
-            libc::SYS_tgkill if own(e.args[0]) => self.by_rec.get(&(e.args[1] as i32)).copied(),
-            libc::SYS_tkill => self.by_rec.get(&(e.args[0] as i32)).copied(),
+            libc::SYS_tgkill if own(e.args[0]) => self.state.by_rec.get(&(e.args[1] as i32)).copied(),
+            libc::SYS_tkill => self.state.by_rec.get(&(e.args[0] as i32)).copied(),
             libc::SYS_kill if e.args[0] as i32 == self.trace.meta.pid => Some(0),
             _ => None,
         };
         let Some(target) = target else {
             return self.finish_syscall(i, s.result);
         };
-        let replay_tid = self.threads[target].tid.as_raw() as u64;
-        let t = &mut self.threads[i];
+        let replay_tid = self.state.threads[target].tid.as_raw() as u64;
+        let t = &mut self.state.threads[i];
         match e.nr {
             libc::SYS_tgkill => {
                 t.regs.rdi = self.pid.as_raw() as u64;
@@ -971,14 +937,14 @@ impl Session<'_> {
     /// joiners (the kernel's futex wake reaches no emulated waiter), then
     /// let it go.
     fn thread_exit(&mut self, i: usize) -> Result<Step> {
-        let ctid = self.threads[i].clear_child_tid;
+        let ctid = self.state.threads[i].clear_child_tid;
         if ctid != 0 {
             self.mem.write(ctid, &0u32.to_le_bytes())?;
-            for w in self.futexes.wake(ctid, u32::MAX, u32::MAX) {
+            for w in self.state.futexes.wake(ctid, u32::MAX, u32::MAX) {
                 self.release(w);
             }
         }
-        let tid = self.threads[i].tid;
+        let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
@@ -987,8 +953,8 @@ impl Session<'_> {
             WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {}
             other => bail!("thread {tid} did not exit: {other:?}"),
         }
-        self.threads[i].at = At::Exited;
-        if self.threads.iter().all(|t| t.at == At::Exited) {
+        self.state.threads[i].at = At::Exited;
+        if self.state.threads.iter().all(|t| t.at == At::Exited) {
             return Ok(Step::End(self.drain()?));
         }
         Ok(Step::Switch(None))
@@ -997,13 +963,13 @@ impl Session<'_> {
     /// Executes a clone the log says spawned `rec_child`, and gives the
     /// program the recorded tid everywhere the kernel put the new one.
     fn spawn(&mut self, i: usize, e: &Entry, rec_child: Tid) -> Result<()> {
-        let flags = clone_flags(&self.mem, &self.threads[i].regs) as i32;
+        let flags = clone_flags(&self.mem, &self.state.threads[i].regs) as i32;
         let (ptid, ctid) = if e.nr == libc::SYS_clone3 {
             (self.mem.read_u64(e.args[0] + 24)?, self.mem.read_u64(e.args[0] + 16)?)
         } else {
             (e.args[2], e.args[3])
         };
-        let tid = self.threads[i].tid;
+        let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         let child = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE) => Pid::from_raw(ptrace::getevent(tid)? as i32),
@@ -1022,8 +988,8 @@ impl Session<'_> {
             WaitStatus::Stopped(_, NixSignal::SIGSTOP) => {}
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
-        self.by_rec.insert(rec_child, self.threads.len());
-        self.threads.push(Thread {
+        self.state.by_rec.insert(rec_child, self.state.threads.len());
+        self.state.threads.push(Thread {
             rec: rec_child,
             tid: child,
             at: At::Ready,
@@ -1045,9 +1011,9 @@ impl Session<'_> {
             return self.logged_futex_wait(i, e);
         }
         let mut words = MemWords(&self.mem);
-        match self.futexes.call(i, &e.args, &mut words) {
+        match self.state.futexes.call(i, &e.args, &mut words) {
             futex::Action::Block(wait) => {
-                self.threads[i].at = At::Blocked(wait);
+                self.state.threads[i].at = At::Blocked(wait);
                 Ok(Step::Switch(None))
             }
             futex::Action::Return(result, woken) => {
@@ -1069,15 +1035,15 @@ impl Session<'_> {
     /// order, with the recorded result (a wait that finds the word already
     /// changed returns as if woken: a spurious wakeup, which callers allow).
     fn logged_futex_wait(&mut self, i: usize, e: Entry) -> Result<Step> {
-        let me = self.threads[i].rec;
+        let me = self.state.threads[i].rec;
         let recorded = self.trace.events.get(self.next_event_of(me)).and_then(|ev| match &ev.kind {
             EventKind::Syscall(s) if s.nr == libc::SYS_futex => Some(s.result),
             _ => None,
         });
-        if recorded == Some(0) && !self.threads[i].woken {
+        if recorded == Some(0) && !self.state.threads[i].woken {
             let mut words = MemWords(&self.mem);
-            if let futex::Action::Block(wait) = self.futexes.call(i, &e.args, &mut words) {
-                self.threads[i].at = At::Blocked(wait);
+            if let futex::Action::Block(wait) = self.state.futexes.call(i, &e.args, &mut words) {
+                self.state.threads[i].at = At::Blocked(wait);
                 return Ok(Step::Switch(None));
             }
         }
@@ -1086,7 +1052,7 @@ impl Session<'_> {
 
     /// A wake released thread `w` from its futex wait.
     fn release(&mut self, w: usize) {
-        let t = &mut self.threads[w];
+        let t = &mut self.state.threads[w];
         t.at = match t.at {
             At::Blocked(wait) if wait.timed => {
                 t.woken = true;
@@ -1106,7 +1072,7 @@ impl Session<'_> {
     /// first. Errors: taking the checkpoint failed.
     fn sync_point(&mut self, i: usize, op: Option<Op>) -> Result<Step> {
         self.checkpoint(i, op)?;
-        self.sync_count += 1;
+        self.state.sync_count += 1;
         let granted = self.grant_holds(i, op);
         let default = match self.next_owner() {
             _ if granted => i,
@@ -1115,13 +1081,13 @@ impl Session<'_> {
             _ => self.rotate(i),
         };
         self.record_sync(i, default, granted);
-        tracing::trace!(n = self.sync_count, tid = self.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.pos, granted, "synchronization");
+        tracing::trace!(n = self.state.sync_count, tid = self.state.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.state.pos, granted, "synchronization");
         if granted {
             return Ok(Step::Stay);
         }
         Ok(match self.preemption() {
             Some(j) if j == i => {
-                self.granted = Some(Grant { thread: i, until: Until::Blocked });
+                self.state.granted = Some(Grant { thread: i, until: Until::Blocked });
                 Step::Stay
             }
             Some(j) if self.runnable(j) => {
@@ -1129,7 +1095,7 @@ impl Session<'_> {
                     Some(Op::Acquire(lock)) => Until::Released(lock),
                     _ => Until::Acquire,
                 };
-                self.granted = Some(Grant { thread: j, until });
+                self.state.granted = Some(Grant { thread: j, until });
                 Step::Switch(Some(j))
             }
             _ if default == i => Step::Stay,
@@ -1140,7 +1106,7 @@ impl Session<'_> {
     /// Whether thread `i`, at a synchronization point at `op`, runs on
     /// under a preemption's grant; ends the grant when it does not.
     fn grant_holds(&mut self, i: usize, op: Option<Op>) -> bool {
-        let Some(grant) = self.granted.as_mut().filter(|g| g.thread == i) else { return false };
+        let Some(grant) = self.state.granted.as_mut().filter(|g| g.thread == i) else { return false };
         let ends = match (grant.until, op) {
             (Until::Released(lock), Some(Op::Released(object))) => object == lock,
             (Until::Released(_), _) => false,
@@ -1154,7 +1120,7 @@ impl Session<'_> {
             }
         };
         if ends {
-            self.granted = None;
+            self.state.granted = None;
         }
         !ends
     }
@@ -1162,26 +1128,26 @@ impl Session<'_> {
     /// The thread the schedule preempts to at the current synchronization
     /// count, if any.
     fn preemption(&self) -> Option<usize> {
-        self.opts.schedule.preemption_at(self.sync_count).and_then(|rec| self.by_rec.get(&rec).copied())
+        self.opts.schedule.preemption_at(self.state.sync_count).and_then(|rec| self.state.by_rec.get(&rec).copied())
     }
 
     /// Adds the synchronization operation thread `i` is at to the sync
     /// trace; `then` is the thread the default replay runs next.
     fn record_sync(&mut self, i: usize, then: usize, granted: bool) {
-        if !self.sync_trace.wanted() {
+        if !self.state.sync_trace.wanted() {
             return;
         }
-        let switchable = (0..self.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
+        let switchable = (0..self.state.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
         let record = SyncRecord {
-            n: self.sync_count,
-            tid: self.threads[i].rec,
+            n: self.state.sync_count,
+            tid: self.state.threads[i].rec,
             label: self.site(i),
-            next_event: self.pos,
-            last_event: self.threads[i].last_event,
-            then: self.threads[then].rec,
-            switchable: switchable.map(|j| Switchable { tid: self.threads[j].rec, label: self.site(j) }).collect(),
+            next_event: self.state.pos,
+            last_event: self.state.threads[i].last_event,
+            then: self.state.threads[then].rec,
+            switchable: switchable.map(|j| Switchable { tid: self.state.threads[j].rec, label: self.site(j) }).collect(),
         };
-        self.sync_trace.push(record);
+        self.state.sync_trace.push(record);
     }
 
     /// The thread to run at thread `i`'s synchronization point when the
@@ -1190,8 +1156,13 @@ impl Session<'_> {
     /// log's next thread waits take turns at their synchronization
     /// points, as they would progress side by side on several cores.
     fn rotate(&self, i: usize) -> usize {
-        let free = |j: usize| j == i || matches!(self.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_));
-        (0..self.threads.len()).filter(|&j| free(j)).min_by_key(|&j| (self.threads[j].last_ran, j)).unwrap_or(i)
+        let threads = &self.state.threads;
+        (0..threads.len()).filter(|&j| j == i || self.free(j)).min_by_key(|&j| (threads[j].last_ran, j)).unwrap_or(i)
+    }
+
+    /// Whether thread `j` is stopped where it can simply be resumed.
+    fn free(&self, j: usize) -> bool {
+        matches!(self.state.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_))
     }
 
     /// The thread to run when the current one cannot: the owner of the
@@ -1202,15 +1173,14 @@ impl Session<'_> {
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
             return Ok(j);
         }
-        let order = |s: &Self, j: usize| (s.next_event_of(s.threads[j].rec), j);
-        let free = (0..self.threads.len())
-            .filter(|&j| matches!(self.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_)))
-            .min_by_key(|&j| order(self, j));
+        let free = (0..self.state.threads.len())
+            .filter(|&j| self.free(j))
+            .min_by_key(|&j| (self.next_event_of(self.state.threads[j].rec), j));
         if let Some(j) = free {
             return Ok(j);
         }
-        let expected = self.trace.events.get(self.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
-        let threads = self.threads.iter().map(|t| self.describe_thread(t)).collect();
+        let expected = self.trace.events.get(self.state.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
+        let threads = self.state.threads.iter().map(|t| self.describe_thread(t)).collect();
         let label = self.next_owner().map_or(0, |j| self.site(j));
         Err(Failure::Deadlock { at: self.position(0), label, expected, threads })
     }
@@ -1228,26 +1198,26 @@ impl Session<'_> {
 
     /// The thread the log's next event belongs to, if it exists.
     fn next_owner(&self) -> Option<usize> {
-        let e = self.trace.events.get(self.pos)?;
-        self.by_rec.get(&e.tid).copied()
+        let e = self.trace.events.get(self.state.pos)?;
+        self.state.by_rec.get(&e.tid).copied()
     }
 
     /// Index of thread `rec`'s next event at or after the current one.
     fn next_event_of(&self, rec: Tid) -> usize {
         let Some(list) = self.thread_events.get(&rec) else { return usize::MAX };
-        let k = list.partition_point(|&e| e < self.pos);
+        let k = list.partition_point(|&e| e < self.state.pos);
         list.get(k).copied().unwrap_or(usize::MAX)
     }
 
     fn runnable(&self, j: usize) -> bool {
-        !matches!(self.threads[j].at, At::Blocked(_) | At::Exited)
+        !matches!(self.state.threads[j].at, At::Blocked(_) | At::Exited)
     }
 
     /// Whether switching to thread `j` would run some of its code: it is
     /// free, or about to make a futex call; a thread waiting for its turn
     /// at a logged event would only hand control back.
     fn switchable(&self, j: usize) -> bool {
-        match self.threads[j].at {
+        match self.state.threads[j].at {
             At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => true,
             At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
             At::Fault(_) | At::Blocked(_) | At::Exited => false,
@@ -1258,12 +1228,12 @@ impl Session<'_> {
     /// function's entry breakpoint, its caller, which tells one lock or
     /// wait of the program from another; elsewhere its pc.
     fn site(&self, i: usize) -> u64 {
-        let t = &self.threads[i];
+        let t = &self.state.threads[i];
         t.caller.unwrap_or(t.regs.rip)
     }
 
     fn position(&self, i: usize) -> Position {
-        Position { event: self.pos as u64, tid: self.threads[i].rec, steps: self.threads[i].steps }
+        Position { event: self.state.pos as u64, tid: self.state.threads[i].rec, steps: self.state.threads[i].steps }
     }
 
     /// [`Report::fingerprint`] of the replay stopping with `outcome`.
@@ -1272,20 +1242,20 @@ impl Session<'_> {
             Outcome::Valid { .. } => String::new(),
             Outcome::Invalid(f) => f.to_string(),
         };
-        let states: Vec<String> = self.threads.iter().map(|t| format!("{:?}", t.at)).collect();
-        let threads = self.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
-        digest::hash_point(self.pos as u64, how.as_bytes(), threads)
+        let states: Vec<String> = self.state.threads.iter().map(|t| format!("{:?}", t.at)).collect();
+        let threads = self.state.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
+        digest::hash_point(self.state.pos as u64, how.as_bytes(), threads)
     }
 
     /// Records a scheduling decision in the digest.
     fn note(&mut self, cur: usize) {
-        let Some(d) = self.digest.as_mut() else { return };
-        d.add(self.pos as u64, self.threads[cur].rec, self.threads.iter().map(|t| (t.rec, &t.regs)));
+        let Some(d) = self.state.digest.as_mut() else { return };
+        d.add(self.state.pos as u64, self.state.threads[cur].rec, self.state.threads.iter().map(|t| (t.rec, &t.regs)));
     }
 
     /// Skips the syscall thread `i` is entering and makes it return `result`.
     fn finish_syscall(&mut self, i: usize, result: i64) -> Result<()> {
-        let t = &mut self.threads[i];
+        let t = &mut self.state.threads[i];
         t.regs.orig_rax = u64::MAX;
         ptrace::setregs(t.tid, t.regs)?;
         self.execute(i)?;
@@ -1294,20 +1264,20 @@ impl Session<'_> {
 
     /// Runs the syscall thread `i` is entering to its exit stop.
     fn execute(&mut self, i: usize) -> Result<Regs> {
-        let tid = self.threads[i].tid;
+        let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceSyscall(_) => {}
             other => bail!("thread {tid} did not complete its syscall: {other:?}"),
         }
         let regs = ptrace::getregs(tid)?;
-        self.threads[i].regs = regs;
-        self.threads[i].at = At::Ready;
+        self.state.threads[i].regs = regs;
+        self.state.threads[i].at = At::Ready;
         Ok(regs)
     }
 
     fn set_result(&mut self, i: usize, result: i64) -> Result<()> {
-        let t = &mut self.threads[i];
+        let t = &mut self.state.threads[i];
         t.regs.rax = result as u64;
         ptrace::setregs(t.tid, t.regs)?;
         Ok(())
@@ -1335,7 +1305,7 @@ impl Session<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
-        for t in &mut self.threads {
+        for t in &mut self.state.threads {
             t.at = At::Exited;
         }
         end.ok_or_else(|| anyhow!("the replayed process vanished without an exit status"))
@@ -1346,38 +1316,38 @@ impl Session<'_> {
         let observed = match end {
             ProcessEnd::Exited(code) => format!("exited with status {code}"),
             ProcessEnd::Killed(signo) => {
-                let (tid, pc) = self.last_delivery.unwrap_or_default();
+                let (tid, pc) = self.state.last_delivery.unwrap_or_default();
                 format!("killed by {} in thread {tid} at pc {pc:#x}", signal_name(signo))
             }
         };
-        let Some(expected) = self.trace.events.get(self.pos) else {
+        let Some(expected) = self.trace.events.get(self.state.pos) else {
             return Ok(Outcome::Invalid(self.incomplete()));
         };
         let EventKind::End(recorded) = &expected.kind else {
             return Ok(Outcome::Invalid(Failure::WrongEnd {
-                event: self.pos as u64,
-                expected: format!("event #{} {expected}", self.pos),
+                event: self.state.pos as u64,
+                expected: format!("event #{} {expected}", self.state.pos),
                 observed: format!("the program {observed}"),
             }));
         };
         let same = match (recorded, end) {
             (End::Exited(a), ProcessEnd::Exited(b)) => *a == b,
             (End::Killed { signo, tid, pc, .. }, ProcessEnd::Killed(s)) => {
-                *signo == s && self.last_delivery == Some((*tid, *pc))
+                *signo == s && self.state.last_delivery == Some((*tid, *pc))
             }
             _ => false,
         };
         if !same {
-            return Ok(Outcome::Invalid(Failure::WrongEnd { event: self.pos as u64, expected: recorded.to_string(), observed }));
+            return Ok(Outcome::Invalid(Failure::WrongEnd { event: self.state.pos as u64, expected: recorded.to_string(), observed }));
         }
-        Ok(Outcome::Valid { end: recorded.clone(), events: self.pos as u64 + 1 })
+        Ok(Outcome::Valid { end: recorded.clone(), events: self.state.pos as u64 + 1 })
     }
 
     /// The log ran out before the replay did: every readable event was
     /// matched, and the trace says why there are no more.
     fn incomplete(&self) -> Failure {
         let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
-        Failure::IncompleteTrace { matched: self.pos as u64, why }
+        Failure::IncompleteTrace { matched: self.state.pos as u64, why }
     }
 
     /// Ends the replayed process after a failure.
