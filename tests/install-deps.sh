@@ -1,0 +1,14 @@
+# Sourced by tests/demo.sh and .ci/run: installs what a fresh Debian
+# machine lacks to build weft and run its tests (root, for apt-get), and a
+# Rust toolchain through rustup when there is no cargo (Debian's own is too
+# old for the workspace's rust-version).
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq gcc libc6-dev pbzip2 xz-utils coreutils curl ca-certificates >/dev/null
+if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null; then
+  curl -sSf https://sh.rustup.rs | sh -s -- -y -q --profile minimal
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
