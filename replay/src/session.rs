@@ -171,11 +171,12 @@ struct Thread {
 /// section. When the preempted thread was about to take a lock, t runs
 /// until it releases that lock (t's critical section on it goes first);
 /// otherwise t runs through its next acquire. A preemption to the thread
-/// that is already running (t is the thread at n) lets it run on until it
-/// blocks, as it would on a core of its own, instead of yielding to the
-/// log's next thread: a worker that signals progress keeps working until
-/// its piece of work is done. A grant also ends when t blocks or waits
-/// for its turn in the log.
+/// that is already running (t is the thread at n) grants it the same,
+/// instead of yielding to the log's next thread or taking turns: it
+/// finishes its critical section, or goes on to its next lock, before
+/// another thread starts a long computation (one such step, not all its
+/// work until it blocks, which would run it far ahead of the others). A
+/// grant also ends when t blocks or waits for its turn in the log.
 #[derive(Debug, Clone, Copy)]
 struct Grant {
     thread: usize,
@@ -191,8 +192,6 @@ enum Until {
     Acquire,
     /// It has passed that entry: at its next point.
     Acquired,
-    /// Only when it blocks or waits for its turn in the log.
-    Blocked,
 }
 
 /// What to do after handling a scheduling point.
@@ -1030,17 +1029,23 @@ impl Session<'_> {
     }
 
     /// A timed futex wait, whose outcome the log holds. If the recorded
-    /// wait was woken, the thread blocks in the emulated queue until a wake
-    /// releases it; either way the call completes as an event, in log
-    /// order, with the recorded result (a wait that finds the word already
-    /// changed returns as if woken: a spurious wakeup, which callers allow).
+    /// wait was woken, or found the word changed (EAGAIN), the thread
+    /// blocks in the emulated queue while the word still holds the value it
+    /// expects, until a wake releases it: in the recording another thread
+    /// changed the word (a condvar signal, say) before this call returned,
+    /// and the replay must let that happen too, or the caller would find
+    /// nothing changed and wait again. Either way the call completes as an
+    /// event, in log order, with the recorded result (a wait that finds the
+    /// word already changed returns as if woken: a spurious wakeup, which
+    /// callers allow).
     fn logged_futex_wait(&mut self, i: usize, e: Entry) -> Result<Step> {
         let me = self.state.threads[i].rec;
         let recorded = self.trace.events.get(self.next_event_of(me)).and_then(|ev| match &ev.kind {
             EventKind::Syscall(s) if s.nr == libc::SYS_futex => Some(s.result),
             _ => None,
         });
-        if recorded == Some(0) && !self.state.threads[i].woken {
+        let must_change = recorded == Some(0) || recorded == Some(-libc::EAGAIN as i64);
+        if must_change && !self.state.threads[i].woken {
             let mut words = MemWords(&self.mem);
             if let futex::Action::Block(wait) = self.state.futexes.call(i, &e.args, &mut words) {
                 self.state.threads[i].at = At::Blocked(wait);
@@ -1086,17 +1091,13 @@ impl Session<'_> {
             return Ok(Step::Stay);
         }
         Ok(match self.preemption() {
-            Some(j) if j == i => {
-                self.state.granted = Some(Grant { thread: i, until: Until::Blocked });
-                Step::Stay
-            }
             Some(j) if self.runnable(j) => {
                 let until = match op {
                     Some(Op::Acquire(lock)) => Until::Released(lock),
                     _ => Until::Acquire,
                 };
                 self.state.granted = Some(Grant { thread: j, until });
-                Step::Switch(Some(j))
+                if j == i { Step::Stay } else { Step::Switch(Some(j)) }
             }
             _ if default == i => Step::Stay,
             _ => Step::Switch(Some(default)),
@@ -1111,7 +1112,6 @@ impl Session<'_> {
             (Until::Released(lock), Some(Op::Released(object))) => object == lock,
             (Until::Released(_), _) => false,
             (Until::Acquired, _) => true,
-            (Until::Blocked, _) => false,
             (Until::Acquire, op) => {
                 if matches!(op, Some(Op::Acquire(_))) {
                     grant.until = Until::Acquired;
