@@ -98,6 +98,18 @@ fn timed_condvar_wait() {
     assert_eq!(String::from_utf8_lossy(&rec.stdout), "timedout=1\nworker done\n");
 }
 
+/// The recorded wait returned EAGAIN (the other thread had stored), and
+/// the replay, in log order, reaches the wait before that store: the
+/// waiter must wait for the store, not return at once and wait again.
+#[test]
+fn timed_futex_wait_that_found_the_word_changed() {
+    let trace = trace_dir("futexagain");
+    let rec = record(&trace, &[program("futexagain").to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "first wait: word already changed; waits: 1\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("futexagain", &rec, &rep);
+}
+
 #[test]
 fn pthread_exit_from_main_while_workers_run() {
     simple("mainexit");
