@@ -20,8 +20,8 @@ fn check(name: &str, bin: &str, package: &str, args: &[&str]) {
 /// concurrently; on one core the log order alone does not decide which poll
 /// succeeds, nor which consumer takes which block, so the replay needs
 /// several preemptions found by exploration, some of them in pairs
-/// (m = 2). Measured on one recording of 4 MB: valid after 50 replays
-/// (12 s, attempts resuming from checkpoints).
+/// (m = 2). Measured on one recording of 4 MB: valid after 70 replays
+/// (14 s, attempts resuming from checkpoints).
 #[test]
 fn pbzip2_two_threads() {
     let input = text_file("pbzip2-input.txt", 4);

@@ -160,7 +160,7 @@ struct Thread {
     /// At an acquire entry breakpoint, with a sync trace kept: the
     /// caller's address (the return address on its stack), read once.
     caller: Option<u64>,
-    /// The switch that last gave it the core ([`Session::switches`]).
+    /// The switch that last gave it the core ([`State::switches`]).
     last_ran: u64,
 }
 
@@ -420,12 +420,16 @@ impl<'a> Session<'a> {
         }
         let mut images = Vec::with_capacity(self.state.threads.len());
         for t in &self.state.threads {
-            images.push(match t.at {
-                At::Exited => None,
-                At::Ready => Some(ThreadImage::read(t.tid, t.regs, false)?),
-                At::Entry(_) | At::Blocked(_) | At::Woken(_) => Some(ThreadImage::read(t.tid, t.regs, true)?),
+            let entry = match t.at {
+                At::Exited => {
+                    images.push(None);
+                    continue;
+                }
+                At::Ready => false,
+                At::Entry(_) | At::Blocked(_) | At::Woken(_) => true,
                 At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
-            });
+            };
+            images.push(Some(ThreadImage::read(t.tid, t.regs, entry)?));
         }
         Ok(Some(Snapshot { state: self.state.clone(), images, cur, op }))
     }
@@ -1217,11 +1221,12 @@ impl Session<'_> {
     /// free, or about to make a futex call; a thread waiting for its turn
     /// at a logged event would only hand control back.
     fn switchable(&self, j: usize) -> bool {
-        match self.state.threads[j].at {
-            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => true,
-            At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
-            At::Fault(_) | At::Blocked(_) | At::Exited => false,
-        }
+        self.free(j)
+            || match self.state.threads[j].at {
+                At::Sync(_) => true,
+                At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
+                _ => false,
+            }
     }
 
     /// The program point thread `i` is about to execute: at a pthread
