@@ -186,7 +186,8 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
     let explored = found.schedule != opts.replay.schedule;
     match &found.report.outcome {
         weft_replay::Outcome::Valid { end, events } => {
-            eprintln!("weft: replay valid: {events} events matched; the program {end}");
+            let was = if matches!(end, weft_record::End::Killed { .. }) { "was " } else { "" };
+            eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
             if explored {
                 let path = dir.join(SCHEDULE_FILE);
                 found.schedule.save(&path)?;

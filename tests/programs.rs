@@ -148,3 +148,78 @@ fn unknown_syscall_is_logged_as_unsupported_with_warnings() {
     assert!(err(&rep).contains("sched_getparam is unsupported; replaying its result only"), "{}", err(&rep));
     assert_eq!(rep.stdout, rec.stdout);
 }
+
+/// Timer signals, taken by one thread: in a read without SA_RESTART (EINTR),
+/// in a read with SA_RESTART (restarted), in a condition wait, and while the
+/// thread spins through a mutex (delivered at a synchronization point).
+#[test]
+fn timer_signals_interrupt_syscalls_and_spins() {
+    let trace = trace_dir("alarm");
+    let rec = record(&trace, &[program("alarm").to_str().unwrap()], Stdio::null());
+    assert_eq!(
+        String::from_utf8_lossy(&rec.stdout),
+        "read: -1 (Interrupted system call), hits 1\nread again: 1 'x', hits 2\ncondition met, hits 3\nspun until hit 4\njoined\n",
+        "{}",
+        err(&rec)
+    );
+    let dump = weft().arg("dump").arg(&trace).output().unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    for kind in ["(interrupted read = -512)", "(interrupted futex = -512)", "(asynchronous)"] {
+        assert!(dump.contains(kind), "no signal logged as {kind}:\n{dump}");
+    }
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("alarm", &rec, &rep);
+}
+
+/// A timer signal with its default action kills the program in a read; the
+/// replay delivers it in that read and ends the same way, at the same pc.
+#[test]
+fn fatal_timer_signal_in_a_blocking_read() {
+    let trace = trace_dir("alarm-fatal");
+    let rec = record(&trace, &[program("alarm").to_str().unwrap(), "fatal"], Stdio::null());
+    assert_eq!(rec.status.code(), Some(128 + 14), "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert!(err(&rep).contains("the program was killed by SIGALRM in thread"), "{}", err(&rep));
+}
+
+/// ^C while recording reaches the program (its handler runs, its read fails
+/// with EINTR) and not weft, which records to the end; the replay delivers
+/// SIGINT in that read.
+#[test]
+fn ctrl_c_while_recording() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    let trace = trace_dir("sigint");
+    let mut child = weft()
+        .args(["record", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(program("sigint"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("run weft record");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid = line.strip_prefix("ready ").and_then(|p| p.trim().parse::<u32>().ok()).expect("ready PID");
+    // Wait until the program is blocked in read(0, ...) (syscall 0).
+    let in_read = || std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 0x0 "));
+    while !in_read() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // What a terminal does on ^C: SIGINT to the whole process group.
+    // SAFETY: kill takes two integers.
+    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    assert_eq!(rest, "read: -1 (Interrupted system call), SIGINT taken: yes\n");
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert_eq!(String::from_utf8_lossy(&rep.stdout), format!("{line}{rest}"));
+}

@@ -168,6 +168,32 @@ pub struct Signal {
     /// True when the kernel raised it for the instruction at the label
     /// (a fault), false when it was sent (kill, tgkill, timers).
     pub synchronous: bool,
+    /// The syscall the signal interrupted, when it arrived while the thread
+    /// was blocked in one (the label is then that syscall's).
+    pub interrupted: Option<Interrupted>,
+}
+
+/// A syscall a signal interrupted: the kernel left one of its internal
+/// restart codes in rax, and on delivery either restarts the call or makes
+/// it return EINTR, by the handler's SA_RESTART flag (signal(7),
+/// "Interruption of system calls and library functions by signal handlers").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The syscall number (`orig_rax` at the delivery stop).
+    pub nr: i64,
+    /// `rax` at the delivery stop: -ERESTARTSYS (-512), -ERESTARTNOINTR
+    /// (-513), -ERESTARTNOHAND (-514) or -ERESTART_RESTARTBLOCK (-516).
+    pub result: i64,
+}
+
+impl Interrupted {
+    /// The syscall a thread at a signal-delivery stop, with these two
+    /// registers, was blocked in, if any: `orig_rax` holds a syscall number
+    /// and `rax` a restart code (kernel-internal, include/linux/errno.h).
+    pub fn at(orig_rax: u64, rax: u64) -> Option<Self> {
+        let (nr, result) = (orig_rax as i64, rax as i64);
+        (nr >= 0 && (-516..=-512).contains(&result)).then_some(Self { nr, result })
+    }
 }
 
 /// How the program ended.
@@ -217,14 +243,14 @@ impl std::fmt::Display for Event {
         match &self.kind {
             EventKind::Syscall(s) => write!(f, "{s}"),
             EventKind::Spawn { child, flags } => write!(f, "spawn thread {child} (flags {flags:#x})"),
-            EventKind::Signal(s) => write!(
-                f,
-                "signal {} code {} addr {:#x}{}",
-                signal_name(s.signo),
-                s.code,
-                s.addr,
-                if s.synchronous { " (fault)" } else { "" }
-            ),
+            EventKind::Signal(s) => {
+                write!(f, "signal {} code {} addr {:#x}", signal_name(s.signo), s.code, s.addr)?;
+                match s.interrupted {
+                    _ if s.synchronous => write!(f, " (fault)"),
+                    Some(i) => write!(f, " (interrupted {} = {})", crate::syscalls::name(i.nr), i.result),
+                    None => write!(f, " (asynchronous)"),
+                }
+            }
             EventKind::Rdtsc { tsc, aux: Some(a), .. } => write!(f, "rdtscp = {tsc} aux {a}"),
             EventKind::Rdtsc { tsc, aux: None, .. } => write!(f, "rdtsc = {tsc}"),
             EventKind::End(end) => write!(f, "end: {end}"),

@@ -9,7 +9,7 @@
 //! PTRACE_EVENT_CLONE stop, before the new thread may run, so that every
 //! thread's first event follows its spawn.
 
-use crate::event::{Contents, End, Event, EventKind, FileSlice, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::event::{Contents, End, Event, EventKind, FileSlice, Interrupted, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
@@ -166,6 +166,12 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
     };
     let mut trace = TraceWriter::create(&opts.trace_dir)?;
     let pid = tracee::launch(&launch)?;
+    // A terminal's ^C goes to the whole foreground process group: the
+    // program gets it (and it is logged) while weft records on until the
+    // program ends, as rr does. The program was forked already, so it keeps
+    // its own disposition.
+    // SAFETY: SIG_IGN runs no handler code.
+    unsafe { nix::sys::signal::signal(NixSignal::SIGINT, nix::sys::signal::SigHandler::SigIgn) }?;
     let mem = Memory::open(pid)?;
     let regs = ptrace::getregs(pid)?;
     let random_addr = tracee::patch_auxv(&mem, regs.rsp)?;
@@ -437,11 +443,12 @@ impl Recorder {
             && matches!(sig, NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL | NixSignal::SIGTRAP);
         let signo = sig as i32;
         let addr = if synchronous { addr } else { 0 };
+        let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax) };
         self.deliveries.insert(
             signo,
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
-        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous }))?;
+        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted }))?;
         self.trace.flush()?;
         resume(pid, Some(sig))
     }

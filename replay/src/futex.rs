@@ -101,6 +101,12 @@ impl Queues {
         woken
     }
 
+    /// Takes thread `me` out of the queue it waits in, as a signal
+    /// interrupting its wait does (futex(2), EINTR).
+    pub fn cancel(&mut self, me: usize) {
+        self.waiters.retain(|(t, _)| *t != me);
+    }
+
     fn wake_result(&mut self, uaddr: u64, n: u32, bitset: u32) -> Action {
         if bitset == 0 {
             return Action::Return(-libc::EINVAL as i64, vec![]);

@@ -9,6 +9,8 @@
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
 //! thread start and exit.
 
+mod async_signal;
+
 use crate::checkpoint::{self, Checkpoints, Template, ThreadImage};
 use crate::remote;
 use crate::digest::{self, Digest};
@@ -131,6 +133,18 @@ struct Entry {
     nr: i64,
     args: [u64; 6],
     label: u64,
+}
+
+/// A signal the replay delivered.
+#[derive(Debug, Clone, Copy, Default)]
+struct Delivery {
+    /// The recorded tid of the thread it went to.
+    rec: Tid,
+    /// The pc at delivery.
+    pc: u64,
+    /// Whether it was delivered at the recorded instruction: false for an
+    /// asynchronous signal delivered at a scheduling point instead.
+    exact: bool,
 }
 
 /// What the replay did at an event point.
@@ -259,8 +273,8 @@ struct State {
     sync: SyncPoints,
     digest: Option<Digest>,
     warned: HashSet<i64>,
-    /// The last signal delivered: (thread, pc), to check a fatal end.
-    last_delivery: Option<(Tid, u64)>,
+    /// The last signal delivered, to check a fatal end.
+    last_delivery: Option<Delivery>,
     sync_trace: SyncTrace,
     /// Address of a `syscall` instruction in the tracee (remote syscalls
     /// for checkpoints), once a thread has stopped at one.
@@ -650,6 +664,11 @@ impl Session<'_> {
 
     /// Handles the scheduling point thread `i` is at.
     fn step(&mut self, i: usize) -> Result<Step> {
+        if let Some(s) = self.async_signal_due(i) {
+            if let Some(step) = self.deliver_async(i, s)? {
+                return Ok(step);
+            }
+        }
         match self.state.threads[i].at {
             At::Entry(e) if e.nr == libc::SYS_futex => self.futex(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
@@ -770,7 +789,7 @@ impl Session<'_> {
                     }
                 }
                 t.at = At::Deliver(*sig);
-                self.state.last_delivery = Some((t.rec, *pc));
+                self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });
                 Ok(Step::Stay)
             }
             (Observed::Rdtsc { len, .. }, EventKind::Rdtsc { tsc, aux, .. }) => {
@@ -1213,8 +1232,14 @@ impl Session<'_> {
         list.get(k).copied().unwrap_or(usize::MAX)
     }
 
+    /// Whether thread `j` can run: not gone, and not blocked unless a
+    /// signal due now interrupts its wait.
     fn runnable(&self, j: usize) -> bool {
-        !matches!(self.state.threads[j].at, At::Blocked(_) | At::Exited)
+        match self.state.threads[j].at {
+            At::Exited => false,
+            At::Blocked(_) => self.async_signal_due(j).is_some(),
+            _ => true,
+        }
     }
 
     /// Whether switching to thread `j` would run some of its code: it is
@@ -1321,8 +1346,8 @@ impl Session<'_> {
         let observed = match end {
             ProcessEnd::Exited(code) => format!("exited with status {code}"),
             ProcessEnd::Killed(signo) => {
-                let (tid, pc) = self.state.last_delivery.unwrap_or_default();
-                format!("killed by {} in thread {tid} at pc {pc:#x}", signal_name(signo))
+                let d = self.state.last_delivery.unwrap_or_default();
+                format!("killed by {} in thread {} at pc {:#x}", signal_name(signo), d.rec, d.pc)
             }
         };
         let Some(expected) = self.trace.events.get(self.state.pos) else {
@@ -1338,7 +1363,8 @@ impl Session<'_> {
         let same = match (recorded, end) {
             (End::Exited(a), ProcessEnd::Exited(b)) => *a == b,
             (End::Killed { signo, tid, pc, .. }, ProcessEnd::Killed(s)) => {
-                *signo == s && self.state.last_delivery == Some((*tid, *pc))
+                let d = self.state.last_delivery.unwrap_or_default();
+                *signo == s && d.rec == *tid && (d.pc == *pc || !d.exact)
             }
             _ => false,
         };
