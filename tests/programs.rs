@@ -151,20 +151,21 @@ fn unknown_syscall_is_logged_as_unsupported_with_warnings() {
 
 /// Timer signals, taken by one thread: in a read without SA_RESTART (EINTR),
 /// in a read with SA_RESTART (restarted), in a condition wait, and while the
-/// thread spins through a mutex (delivered at a synchronization point).
+/// thread spins through a mutex (delivered at a synchronization point), and
+/// in sigsuspend.
 #[test]
 fn timer_signals_interrupt_syscalls_and_spins() {
     let trace = trace_dir("alarm");
     let rec = record(&trace, &[program("alarm").to_str().unwrap()], Stdio::null());
     assert_eq!(
         String::from_utf8_lossy(&rec.stdout),
-        "read: -1 (Interrupted system call), hits 1\nread again: 1 'x', hits 2\ncondition met, hits 3\nspun until hit 4\njoined\n",
+        "read: -1 (Interrupted system call), hits 1\nread again: 1 'x', hits 2\ncondition met, hits 3\nspun until hit 4\nsuspended until hit 5, SIGALRM blocked again: yes\njoined\n",
         "{}",
         err(&rec)
     );
     let dump = weft().arg("dump").arg(&trace).output().unwrap();
     let dump = String::from_utf8_lossy(&dump.stdout);
-    for kind in ["(interrupted read = -512)", "(interrupted futex = -512)", "(asynchronous)"] {
+    for kind in ["(interrupted read = -512)", "(interrupted futex = -512)", "(asynchronous)", "(interrupted rt_sigsuspend = -514)"] {
         assert!(dump.contains(kind), "no signal logged as {kind}:\n{dump}");
     }
     let rep = replay(&trace, &["--no-explore"]);
@@ -183,17 +184,16 @@ fn fatal_timer_signal_in_a_blocking_read() {
     assert!(err(&rep).contains("the program was killed by SIGALRM in thread"), "{}", err(&rep));
 }
 
-/// ^C while recording reaches the program (its handler runs, its read fails
-/// with EINTR) and not weft, which records to the end; the replay delivers
-/// SIGINT in that read.
-#[test]
-fn ctrl_c_while_recording() {
-    use std::io::{BufRead, BufReader};
+/// Starts `weft record` of tests/c/sigint.c in a process group of its own,
+/// as a shell starts a job, and waits until the program is blocked reading
+/// its stdin. Returns the recorder, its stdout reader, the "ready PID"
+/// line, and the program's pid.
+fn record_sigint_until_blocked(trace: &std::path::Path) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String, i32) {
+    use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let trace = trace_dir("sigint");
     let mut child = weft()
         .args(["record", "-o"])
-        .arg(&trace)
+        .arg(trace)
         .arg("--")
         .arg(program("sigint"))
         .stdin(Stdio::piped())
@@ -202,15 +202,25 @@ fn ctrl_c_while_recording() {
         .process_group(0)
         .spawn()
         .expect("run weft record");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    let pid = line.strip_prefix("ready ").and_then(|p| p.trim().parse::<u32>().ok()).expect("ready PID");
+    let pid = line.strip_prefix("ready ").and_then(|p| p.trim().parse::<i32>().ok()).expect("ready PID");
     // Wait until the program is blocked in read(0, ...) (syscall 0).
     let in_read = || std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 0x0 "));
     while !in_read() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    (child, stdout, line, pid)
+}
+
+/// ^C while recording reaches the program (its handler runs, its read fails
+/// with EINTR) and not weft, which records to the end; the replay delivers
+/// SIGINT in that read.
+#[test]
+fn ctrl_c_while_recording() {
+    let trace = trace_dir("sigint");
+    let (child, mut stdout, line, _) = record_sigint_until_blocked(&trace);
     // What a terminal does on ^C: SIGINT to the whole process group.
     // SAFETY: kill takes two integers.
     assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
@@ -222,4 +232,20 @@ fn ctrl_c_while_recording() {
     let rep = replay(&trace, &["--no-explore"]);
     assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
     assert_eq!(String::from_utf8_lossy(&rep.stdout), format!("{line}{rest}"));
+}
+
+/// `kill -9` of the program while recording: the trace ends with SIGKILL,
+/// which has no delivery stop; the replay matches every event and ends the
+/// same way.
+#[test]
+fn sigkill_from_outside() {
+    let trace = trace_dir("sigkill");
+    let (child, _stdout, _, pid) = record_sigint_until_blocked(&trace);
+    // SAFETY: kill takes two integers.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!(rec.status.code(), Some(128 + 9), "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert!(err(&rep).contains("the program was killed by SIGKILL in thread"), "{}", err(&rep));
 }

@@ -220,11 +220,17 @@ impl std::fmt::Display for End {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             End::Exited(code) => write!(f, "exited with status {code}"),
-            End::Killed { signo, tid, pc, addr, .. } => write!(
-                f,
-                "killed by {} in thread {tid} at pc {pc:#x} (fault address {addr:#x})",
-                signal_name(*signo)
-            ),
+            End::Killed { signo, tid, pc, addr, .. } => {
+                write!(f, "killed by {} in thread {tid}", signal_name(*signo))?;
+                // SIGKILL has no delivery stop, hence no pc; only faults have an address.
+                if *pc != 0 {
+                    write!(f, " at pc {pc:#x}")?;
+                }
+                if *addr != 0 {
+                    write!(f, " (fault address {addr:#x})")?;
+                }
+                Ok(())
+            }
         }
     }
 }

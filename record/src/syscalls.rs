@@ -135,6 +135,8 @@ fn is_known_input(nr: i64) -> bool {
             | c::SYS_setitimer | c::SYS_copy_file_range | c::SYS_sendfile | c::SYS_splice
             | c::SYS_memfd_create | c::SYS_sched_setscheduler | c::SYS_close_range
             | c::SYS_inotify_init1 | c::SYS_inotify_add_watch | c::SYS_inotify_rm_watch
+            // They return only when a signal interrupts them (EINTR).
+            | c::SYS_pause | c::SYS_rt_sigsuspend
     )
 }
 
@@ -401,6 +403,7 @@ names!(
     SYS_fstatfs, SYS_getresuid, SYS_getresgid, SYS_sendfile, SYS_splice, SYS_getgroups,
     SYS_sched_getparam, SYS_sched_setparam, SYS_sched_getscheduler, SYS_mincore, SYS_io_uring_setup,
     SYS_setitimer, SYS_getitimer, SYS_alarm, SYS_rt_sigtimedwait, SYS_restart_syscall,
+    SYS_pause, SYS_rt_sigsuspend,
 );
 
 #[cfg(test)]

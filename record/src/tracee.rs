@@ -282,6 +282,36 @@ pub fn siginfo_bytes(tid: Pid) -> Result<Vec<u8>> {
     Ok(bytes.to_vec())
 }
 
+/// Gives thread `tid`, stopped for a signal, the 128-byte siginfo `bytes`
+/// (a logged one); other lengths are left alone.
+pub fn set_siginfo_bytes(tid: Pid, bytes: &[u8]) -> Result<()> {
+    let Ok(info) = <[u8; 128]>::try_from(bytes) else { return Ok(()) };
+    // SAFETY: siginfo_t is 128 bytes of plain data.
+    let info: libc::siginfo_t = unsafe { std::mem::transmute(info) };
+    Ok(ptrace::setsiginfo(tid, &info)?)
+}
+
+/// `PTRACE_GETSIGMASK` / `PTRACE_SETSIGMASK` (linux/ptrace.h).
+const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+
+/// The blocked-signal mask of stopped thread `tid` (bit N-1: signal N).
+pub fn sigmask(tid: Pid) -> Result<u64> {
+    let mut mask = 0u64;
+    // SAFETY: the kernel writes one 8-byte sigset.
+    nix::errno::Errno::result(unsafe { libc::ptrace(PTRACE_GETSIGMASK, tid.as_raw(), 8usize, &mut mask) })
+        .context("PTRACE_GETSIGMASK")?;
+    Ok(mask)
+}
+
+/// Sets the blocked-signal mask of stopped thread `tid`.
+pub fn set_sigmask(tid: Pid, mask: u64) -> Result<()> {
+    // SAFETY: the kernel reads one 8-byte sigset.
+    nix::errno::Errno::result(unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid.as_raw(), 8usize, &mask) })
+        .context("PTRACE_SETSIGMASK")?;
+    Ok(())
+}
+
 /// The registers as a flat list of u64 in `user_regs_struct` order.
 pub fn regs_words(regs: &Regs) -> Vec<u64> {
     // SAFETY: user_regs_struct is 27 u64 fields with no padding.

@@ -32,9 +32,6 @@ use nix::unistd::Pid;
 use std::time::Duration;
 use weft_record::tracee::{self, Regs};
 
-/// `PTRACE_GETSIGMASK` / `PTRACE_SETSIGMASK` (linux/ptrace.h).
-const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
-const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
 /// The regset of the x87/SSE/AVX state (`NT_X86_XSTATE`, linux/elf.h).
 const NT_X86_XSTATE: libc::c_uint = 0x202;
 /// Room for any XSAVE area (AVX-512 needs under 3 KiB).
@@ -73,11 +70,7 @@ impl ThreadImage {
         Errno::result(unsafe { libc::ptrace(libc::PTRACE_GETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
             .context("PTRACE_GETREGSET NT_X86_XSTATE")?;
         xstate.truncate(iov.iov_len);
-        let mut sigmask = 0u64;
-        // SAFETY: the kernel writes one 8-byte sigset.
-        Errno::result(unsafe { libc::ptrace(PTRACE_GETSIGMASK, tid.as_raw(), 8usize, &mut sigmask) })
-            .context("PTRACE_GETSIGMASK")?;
-        Ok(Self { regs, entry, xstate, sigmask })
+        Ok(Self { regs, entry, xstate, sigmask: tracee::sigmask(tid)? })
     }
 
     /// Gives thread `tid` (stopped, not at a syscall entry) this image:
@@ -88,9 +81,7 @@ impl ThreadImage {
         // SAFETY: the kernel reads iov_len bytes from the buffer.
         Errno::result(unsafe { libc::ptrace(libc::PTRACE_SETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
             .context("PTRACE_SETREGSET NT_X86_XSTATE")?;
-        // SAFETY: the kernel reads one 8-byte sigset.
-        Errno::result(unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid.as_raw(), 8usize, &self.sigmask) })
-            .context("PTRACE_SETSIGMASK")?;
+        tracee::set_sigmask(tid, self.sigmask)?;
         let mut regs = self.regs;
         regs.orig_rax = u64::MAX;
         if !self.entry {

@@ -700,6 +700,9 @@ impl Session<'_> {
         let Some(expected) = self.trace.events.get(self.state.pos) else {
             return Ok(Step::Fail(self.incomplete()));
         };
+        if let EventKind::End(End::Killed { signo: libc::SIGKILL, tid, .. }) = expected.kind {
+            return self.killed_from_outside(tid);
+        }
         let me = self.state.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
             return Ok(Step::Switch(None));
@@ -770,6 +773,16 @@ impl Session<'_> {
         }
     }
 
+    /// The recording ended with SIGKILL, which no thread stops for, so no
+    /// signal event precedes it: sent from outside (`kill -9`), it ends the
+    /// replay once every logged event is met, at the first thread's
+    /// scheduling point after the last one.
+    fn killed_from_outside(&mut self, rec: Tid) -> Result<Step> {
+        nix::sys::signal::kill(self.pid, NixSignal::SIGKILL)?;
+        self.state.last_delivery = Some(Delivery { rec, pc: 0, exact: false });
+        Ok(Step::End(self.drain()?))
+    }
+
     /// Carries out a matched event.
     fn apply(&mut self, i: usize, observed: Observed, expected: &Event) -> Result<Step> {
         match (&observed, &expected.kind) {
@@ -781,12 +794,7 @@ impl Session<'_> {
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
                 let t = &mut self.state.threads[i];
                 if !s.synchronous {
-                    if let Ok(info) = s.siginfo.as_slice().try_into() {
-                        let info: [u8; 128] = info;
-                        // SAFETY: siginfo_t is 128 bytes of plain data.
-                        let info: libc::siginfo_t = unsafe { std::mem::transmute(info) };
-                        ptrace::setsiginfo(t.tid, &info)?;
-                    }
+                    tracee::set_siginfo_bytes(t.tid, &s.siginfo)?;
                 }
                 t.at = At::Deliver(*sig);
                 self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });

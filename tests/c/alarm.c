@@ -4,7 +4,8 @@
  *   2. in a blocking read, with SA_RESTART: the read restarts and gets
  *      the byte the main thread writes later;
  *   3. in a condition wait (a futex wait), which glibc resumes;
- *   4. while the thread spins through a mutex, not in any syscall.
+ *   4. while the thread spins through a mutex, not in any syscall;
+ *   5. in sigsuspend, which unblocks it only while it waits.
  * With the argument "fatal", SIGALRM has its default action and kills the
  * program blocked in a read. Each step allows 0.5 s of slack. */
 #include <errno.h>
@@ -63,6 +64,14 @@ static void *taker(void *arg) {
         pthread_mutex_unlock(&m);
     }
     printf("spun until hit %d\n", (int)hits);
+
+    sigset_t none, now;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    ualarm(STEP, 0);
+    sigsuspend(&none);
+    pthread_sigmask(SIG_SETMASK, NULL, &now);
+    printf("suspended until hit %d, SIGALRM blocked again: %s\n", (int)hits, sigismember(&now, SIGALRM) ? "yes" : "no");
     fflush(stdout);
     return NULL;
 }

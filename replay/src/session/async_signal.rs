@@ -11,7 +11,8 @@
 //!   replayed call is skipped, returns the recorded restart code, and the
 //!   signal arrives before the thread leaves the kernel, so the kernel
 //!   restarts the call or makes it fail with EINTR by the handler's
-//!   SA_RESTART, as it did in the recording (signal(7));
+//!   SA_RESTART, as it did in the recording (signal(7)); sigsuspend, whose
+//!   own mask the kernel must restore, runs for real and gets the signal;
 //! * any other is delivered at the thread's next scheduling point: before
 //!   the syscall it is entering (the call is rewound and runs again after
 //!   the handler), at a pthread breakpoint, or before a faulting or rdtsc
@@ -57,6 +58,10 @@ impl<'a> Session<'a> {
         };
         let exact = match (entry, s.interrupted) {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
+                if e.nr == libc::SYS_rt_sigsuspend {
+                    self.suspend(i, s)?;
+                    return self.delivered(i, s, true, true);
+                }
                 self.interrupt(i, e, Some(x))?;
                 true
             }
@@ -74,7 +79,13 @@ impl<'a> Session<'a> {
             // Not yet at the syscall the signal interrupted: run on to it.
             _ => return Ok(None),
         };
-        self.raise(i, s)?;
+        self.delivered(i, s, exact, false)
+    }
+
+    /// Brings thread `i` to the delivery stop of `s` (sending it unless
+    /// `sent`) and counts the event as matched.
+    fn delivered(&mut self, i: usize, s: &Signal, exact: bool, sent: bool) -> Result<Option<Step>> {
+        self.raise(i, s, sent)?;
         let t = &mut self.state.threads[i];
         self.state.last_delivery = Some(Delivery { rec: t.rec, pc: t.regs.rip, exact });
         t.last_event = Some(self.state.pos);
@@ -114,26 +125,64 @@ impl<'a> Session<'a> {
         Ok(ptrace::setregs(t.tid, regs)?)
     }
 
-    /// Sends `s` to thread `i` and resumes it to the signal's delivery
-    /// stop (any signal it was stopped for is dropped: a fault traps again
-    /// after the handler), with the recorded siginfo; resuming then
-    /// delivers it.
-    fn raise(&mut self, i: usize, s: &Signal) -> Result<()> {
-        let sig = NixSignal::try_from(s.signo).with_context(|| format!("logged signal number {}", s.signo))?;
+    /// sigsuspend waits with a mask of its own, which the kernel sets and
+    /// restores around the delivery (the handler's frame saves the mask
+    /// from before the call): thread `i` runs the call for real and gets
+    /// `s` in it, to the call's exit stop.
+    fn suspend(&mut self, i: usize, s: &Signal) -> Result<()> {
+        let tid = self.state.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        self.send(i, s.signo)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => {}
+            other => bail!("thread {tid} did not leave sigsuspend for signal {}: {other:?}", s.signo),
+        }
+        self.state.threads[i].regs = ptrace::getregs(tid)?;
+        Ok(())
+    }
+
+    /// Sends signal `signo` to thread `i` (tgkill).
+    fn send(&self, i: usize, signo: i32) -> Result<()> {
         let tid = self.state.threads[i].tid;
         // SAFETY: tgkill takes three integers.
-        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, self.pid.as_raw(), tid.as_raw(), s.signo) })
+        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, self.pid.as_raw(), tid.as_raw(), signo) })
             .context("tgkill")?;
+        Ok(())
+    }
+
+    /// Sends `s` to thread `i` (unless `sent`) and resumes it to the
+    /// signal's delivery stop (any signal it was stopped for is dropped: a
+    /// fault traps again after the handler), with the recorded siginfo;
+    /// resuming then delivers it. A signal the thread blocks here (a call
+    /// that unblocked it while waiting, ppoll or pselect6 with a mask, was
+    /// skipped) is unblocked for the delivery, and the handler returns
+    /// with it unblocked: the kernel would requeue a signal blocked again at
+    /// its delivery stop. A warning says so.
+    fn raise(&mut self, i: usize, s: &Signal, sent: bool) -> Result<()> {
+        let sig = NixSignal::try_from(s.signo).with_context(|| format!("logged signal number {}", s.signo))?;
+        let tid = self.state.threads[i].tid;
+        // (After sigsuspend, PTRACE_GETSIGMASK reports the mask it restores,
+        // and PTRACE_SETSIGMASK would cancel that restore.)
+        let mask = if sent { 0 } else { tracee::sigmask(tid)? };
+        let bit = 1u64 << (s.signo - 1);
+        if mask & bit != 0 {
+            eprintln!(
+                "weft: warning: event {}: {} is blocked in thread {} where the replay delivers it; it is unblocked from here on",
+                self.state.pos,
+                sig.as_str(),
+                self.state.threads[i].rec
+            );
+            tracee::set_sigmask(tid, mask & !bit)?;
+        }
+        if !sent {
+            self.send(i, s.signo)?;
+        }
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::Stopped(_, got) if got == sig => {}
             other => bail!("thread {tid} did not stop for {}: {other:?}", sig.as_str()),
         }
-        if let Ok(info) = <[u8; 128]>::try_from(s.siginfo.as_slice()) {
-            // SAFETY: siginfo_t is 128 bytes of plain data.
-            let info: libc::siginfo_t = unsafe { std::mem::transmute(info) };
-            ptrace::setsiginfo(tid, &info)?;
-        }
+        tracee::set_siginfo_bytes(tid, &s.siginfo)?;
         let t = &mut self.state.threads[i];
         t.regs = ptrace::getregs(tid)?;
         t.at = At::Deliver(sig);
