@@ -34,6 +34,8 @@ use weft_record::tracee::{self, Regs};
 
 /// The regset of the x87/SSE/AVX state (`NT_X86_XSTATE`, linux/elf.h).
 const NT_X86_XSTATE: libc::c_uint = 0x202;
+/// Bytes below the stack pointer that the x86-64 ABI lets functions use.
+const RED_ZONE: u64 = 128;
 /// Room for any XSAVE area (AVX-512 needs under 3 KiB).
 const XSTATE_MAX: usize = 16 << 10;
 /// A fork whose child is weft's (the process's parent is weft).
@@ -57,26 +59,43 @@ pub struct ThreadImage {
     xstate: Vec<u8>,
     /// The blocked-signal mask.
     sigmask: u64,
+    /// The alternate signal stack.
+    altstack: Option<AltStack>,
+}
+
+/// A thread's alternate signal stack, as sigaltstack(2) set it (`stack_t`).
+/// The kernel gives no tracer access to it, so the replayer follows each
+/// thread's successful sigaltstack calls; a new thread has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AltStack {
+    /// `ss_sp`: the stack's lowest address.
+    pub sp: u64,
+    /// `ss_flags` (SS_AUTODISARM or 0).
+    pub flags: u32,
+    /// `ss_size`, in bytes.
+    pub size: u64,
 }
 
 impl ThreadImage {
     /// Reads the state of thread `tid`, whose general registers are
-    /// `regs`; `entry` says it is at a syscall-entry stop. Errors: ptrace
-    /// failures.
-    pub fn read(tid: Pid, regs: Regs, entry: bool) -> Result<Self> {
+    /// `regs`; `entry` says it is at a syscall-entry stop; `altstack` is
+    /// its alternate signal stack. Errors: ptrace failures.
+    pub fn read(tid: Pid, regs: Regs, entry: bool, altstack: Option<AltStack>) -> Result<Self> {
         let mut xstate = vec![0u8; XSTATE_MAX];
         let mut iov = libc::iovec { iov_base: xstate.as_mut_ptr().cast(), iov_len: xstate.len() };
         // SAFETY: the kernel writes at most iov_len bytes to the buffer.
         Errno::result(unsafe { libc::ptrace(libc::PTRACE_GETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
             .context("PTRACE_GETREGSET NT_X86_XSTATE")?;
         xstate.truncate(iov.iov_len);
-        Ok(Self { regs, entry, xstate, sigmask: tracee::sigmask(tid)? })
+        Ok(Self { regs, entry, xstate, sigmask: tracee::sigmask(tid)?, altstack })
     }
 
     /// Gives thread `tid` (stopped, not at a syscall entry) this image:
     /// a thread at a syscall entry re-executes its `syscall` instruction
-    /// to stop at the same entry again.
-    fn apply(&self, tid: Pid) -> Result<()> {
+    /// to stop at the same entry again. `insn` is the address of a
+    /// `syscall` instruction, for the remote sigaltstack.
+    fn apply(&self, tid: Pid, insn: u64) -> Result<()> {
+        self.apply_altstack(tid, insn)?;
         let mut iov = libc::iovec { iov_base: self.xstate.as_ptr() as *mut _, iov_len: self.xstate.len() };
         // SAFETY: the kernel reads iov_len bytes from the buffer.
         Errno::result(unsafe { libc::ptrace(libc::PTRACE_SETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
@@ -95,6 +114,26 @@ impl ThreadImage {
             WaitStatus::PtraceSyscall(_) if ptrace::getregs(tid)?.orig_rax == self.regs.orig_rax => Ok(()),
             other => bail!("thread {tid} did not return to its syscall entry: {other:?}"),
         }
+    }
+
+    /// Sets thread `tid`'s alternate signal stack to the image's, or none
+    /// (a process's first thread inherits the forking thread's), with a
+    /// remote sigaltstack whose `stack_t` is written below the red zone.
+    fn apply_altstack(&self, tid: Pid, insn: u64) -> Result<()> {
+        let regs = ptrace::getregs(tid)?;
+        let ss = match self.altstack {
+            Some(a) => [a.sp, u64::from(a.flags), a.size],
+            None => [0, libc::SS_DISABLE as u64, 0],
+        };
+        let at = (regs.rsp - RED_ZONE - 24) & !15;
+        for (k, word) in ss.into_iter().enumerate() {
+            ptrace::write(tid, (at + 8 * k as u64) as ptrace::AddressType, word as libc::c_long)?;
+        }
+        let set = remote::syscall(tid, &regs, insn, libc::SYS_sigaltstack, &[at, 0])?;
+        if set.result != 0 {
+            bail!("sigaltstack in a resumed thread failed: {}", Errno::from_raw(-set.result as i32));
+        }
+        Ok(())
     }
 }
 
@@ -160,7 +199,7 @@ impl Template {
         }
         for (image, tid) in images.iter().zip(tids.iter()) {
             if let (Some(image), Some(tid)) = (image, tid) {
-                image.apply(*tid)?;
+                image.apply(*tid, self.insn)?;
             }
         }
         Ok(())

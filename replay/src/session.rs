@@ -11,7 +11,7 @@
 
 mod async_signal;
 
-use crate::checkpoint::{self, Checkpoints, Template, ThreadImage};
+use crate::checkpoint::{self, AltStack, Checkpoints, Template, ThreadImage};
 use crate::remote;
 use crate::digest::{self, Digest};
 use crate::failure::Failure;
@@ -176,6 +176,8 @@ struct Thread {
     caller: Option<u64>,
     /// The switch that last gave it the core ([`State::switches`]).
     last_ran: u64,
+    /// Its alternate signal stack, for checkpoints.
+    altstack: Option<AltStack>,
 }
 
 /// A preemption's grant: how weft reads seed 000's `sync<n,t>`. The
@@ -346,6 +348,7 @@ impl<'a> Session<'a> {
             last_event: None,
             caller: None,
             last_ran: 0,
+            altstack: None,
         };
         Ok(Session {
             trace,
@@ -443,7 +446,7 @@ impl<'a> Session<'a> {
                 At::Entry(_) | At::Blocked(_) | At::Woken(_) => true,
                 At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
             };
-            images.push(Some(ThreadImage::read(t.tid, t.regs, entry)?));
+            images.push(Some(ThreadImage::read(t.tid, t.regs, entry, t.altstack)?));
         }
         Ok(Some(Snapshot { state: self.state.clone(), images, cur, op }))
     }
@@ -577,6 +580,7 @@ impl Session<'_> {
                     let regs = ptrace::getregs(tid)?;
                     self.state.threads[i].regs = regs;
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
+                        self.note_altstack(i, &regs);
                         continue;
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
@@ -613,6 +617,20 @@ impl Session<'_> {
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
+    }
+
+    /// Follows thread `i`'s alternate signal stack: `regs` are at the exit
+    /// of a syscall it executed; a successful sigaltstack with a new stack
+    /// sets or disables it (sigaltstack(2)).
+    fn note_altstack(&mut self, i: usize, regs: &Regs) {
+        if regs.orig_rax as i64 != libc::SYS_sigaltstack || regs.rax != 0 || regs.rdi == 0 {
+            return;
+        }
+        let word = |k: u64| self.mem.read_u64(regs.rdi + 8 * k).ok();
+        let (Some(sp), Some(flags), Some(size)) = (word(0), word(1), word(2)) else { return };
+        let flags = flags as u32;
+        self.state.threads[i].altstack =
+            (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
     }
 
     /// Thread `i` stopped with SIGTRAP: if one of our breakpoints did it,
@@ -960,6 +978,10 @@ impl Session<'_> {
         }
         ptrace::setregs(t.tid, t.regs)?;
         self.execute(i)?;
+        // The kernel preserves argument registers: give back the recorded
+        // ids, so that no replay tid stays in the program's registers.
+        let t = &mut self.state.threads[i];
+        [t.regs.rdi, t.regs.rsi] = [e.args[0], e.args[1]];
         self.set_result(i, s.result)
     }
 
@@ -1030,6 +1052,7 @@ impl Session<'_> {
             last_event: None,
             caller: None,
             last_ran: 0,
+            altstack: None,
         });
         Ok(())
     }

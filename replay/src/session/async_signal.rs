@@ -17,6 +17,10 @@
 //!   the syscall it is entering (the call is rewound and runs again after
 //!   the handler), at a pthread breakpoint, or before a faulting or rdtsc
 //!   instruction, which traps again after the handler.
+//!
+//! A signal the program sent itself (kill, tgkill) is sent in the replay
+//! too; a thread stopped for it is matched like a fault, and one that is
+//! still pending is not sent twice.
 
 use super::{At, Delivery, Entry, Session, Step};
 use crate::failure::Failure;
@@ -47,7 +51,11 @@ impl<'a> Session<'a> {
     pub(super) fn deliver_async(&mut self, i: usize, s: &Signal) -> Result<Option<Step>> {
         let label = self.trace.events[self.state.pos].label;
         let at = self.state.threads[i].at;
+        // Sent by the program itself (kill, tgkill, executed in the replay
+        // too): pending already, or at its delivery stop, matched as usual.
+        let sent = self.pending(i, s.signo)?;
         let entry = match at {
+            At::Fault(f) if f as i32 == s.signo => return Ok(None),
             At::Entry(e) => Some(e),
             At::Blocked(_) => {
                 let regs = self.state.threads[i].regs;
@@ -59,7 +67,7 @@ impl<'a> Session<'a> {
         let exact = match (entry, s.interrupted) {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
                 if e.nr == libc::SYS_rt_sigsuspend {
-                    self.suspend(i, s)?;
+                    self.suspend(i, s, sent)?;
                     return self.delivered(i, s, true, true);
                 }
                 self.interrupt(i, e, Some(x))?;
@@ -79,7 +87,19 @@ impl<'a> Session<'a> {
             // Not yet at the syscall the signal interrupted: run on to it.
             _ => return Ok(None),
         };
-        self.delivered(i, s, exact, false)
+        self.delivered(i, s, exact, sent)
+    }
+
+    /// Whether signal `signo` is pending for thread `i` or its process
+    /// (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status, proc(5)).
+    fn pending(&self, i: usize, signo: i32) -> Result<bool> {
+        let path = format!("/proc/{}/task/{}/status", self.pid, self.state.threads[i].tid);
+        let status = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+        let bit = 1u64 << (signo - 1);
+        Ok(status.lines().any(|line| {
+            let mask = line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:"));
+            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).is_some_and(|m| m & bit != 0)
+        }))
     }
 
     /// Brings thread `i` to the delivery stop of `s` (sending it unless
@@ -128,11 +148,13 @@ impl<'a> Session<'a> {
     /// sigsuspend waits with a mask of its own, which the kernel sets and
     /// restores around the delivery (the handler's frame saves the mask
     /// from before the call): thread `i` runs the call for real and gets
-    /// `s` in it, to the call's exit stop.
-    fn suspend(&mut self, i: usize, s: &Signal) -> Result<()> {
+    /// `s` in it (unless it is pending already), to the call's exit stop.
+    fn suspend(&mut self, i: usize, s: &Signal, sent: bool) -> Result<()> {
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
-        self.send(i, s.signo)?;
+        if !sent {
+            self.send(i, s.signo)?;
+        }
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceSyscall(_) => {}
             other => bail!("thread {tid} did not leave sigsuspend for signal {}: {other:?}", s.signo),
