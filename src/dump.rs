@@ -75,6 +75,7 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
                 "cwd": String::from_utf8_lossy(&m.cwd),
                 "exe": String::from_utf8_lossy(&m.exe),
                 "pid": m.pid,
+                "cpu": { "model": m.cpu.model, "signature": m.cpu.signature },
                 "events": trace.events.len(),
             }
         });
@@ -85,6 +86,7 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
     } else {
         let argv: Vec<_> = trace.meta.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
         writeln!(out, "trace {}: {} (pid {}), {} events", dir.display(), argv.join(" "), trace.meta.pid, trace.events.len())?;
+        writeln!(out, "recorded on {}", trace.meta.cpu)?;
         for (i, e) in trace.events.iter().enumerate() {
             writeln!(out, "{}", event_line(i, e))?;
         }

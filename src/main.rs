@@ -179,6 +179,13 @@ const SCHEDULE_FILE: &str = "schedule";
 /// outcome on stderr, and saves a schedule that was found.
 fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
     let trace = weft_record::Trace::open(dir)?;
+    let here = weft_record::cpu::Cpu::current();
+    if trace.meta.cpu != here {
+        eprintln!(
+            "weft: warning: recorded on another CPU ({}); this one is {}. cpuid is not trapped, so code chosen by cpuid may differ and the replay diverge",
+            trace.meta.cpu, here
+        );
+    }
     let found = weft_explore::search(&trace, &opts)?;
     for line in &found.report.digest {
         eprintln!("{line}");

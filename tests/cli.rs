@@ -140,3 +140,34 @@ fn large_file_reads_replay_from_the_link_and_detect_changes() {
     assert_ne!(out.status.code(), Some(0));
     assert!(err(&out).contains("changed since the recording"), "{}", err(&out));
 }
+
+/// cpuid is not trapped, so a trace keeps the CPU it was recorded on, and a
+/// replay on another CPU says so (and still replays when nothing differs).
+#[test]
+fn replay_on_another_cpu_warns() {
+    let dir = trace_dir("cpu-here");
+    let rec = record(&dir, &[program("exitcode").to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.status.code(), Some(3), "{}", err(&rec));
+    let here = replay(&dir, &[]);
+    assert!(!err(&here).contains("another CPU"), "{}", err(&here));
+
+    // The same trace, as if recorded on another CPU.
+    let trace = weft_record::Trace::open(&dir).unwrap();
+    let moved = trace_dir("cpu-elsewhere");
+    let mut w = weft_record::trace::TraceWriter::create(&moved).unwrap();
+    let mut meta = trace.meta.clone();
+    meta.cpu.model = "Another CPU".into();
+    meta.cpu.signature[0] ^= 1;
+    w.write_meta(&meta).unwrap();
+    for e in &trace.events {
+        w.write_event(e.clone()).unwrap();
+    }
+    w.finish().unwrap();
+    for f in std::fs::read_dir(dir.join("files")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), moved.join("files").join(f.file_name())).unwrap();
+    }
+    let elsewhere = replay(&moved, &[]);
+    assert_eq!(elsewhere.status.code(), Some(0), "{}", err(&elsewhere));
+    assert!(err(&elsewhere).contains("warning: recorded on another CPU (Another CPU"), "{}", err(&elsewhere));
+}

@@ -3,6 +3,7 @@
 //! trace), the recorded tid of the thread that caused it, and a label, the
 //! user-space program point where it happened.
 
+use crate::cpu::Cpu;
 use serde::{Deserialize, Serialize};
 
 /// A thread id as the kernel gave it during recording. Replay tids differ;
@@ -32,6 +33,8 @@ pub struct Meta {
     /// The files the kernel mapped at exec, with the trace's copies: the
     /// executable first, then the dynamic loader.
     pub exec_files: Vec<MappedFile>,
+    /// The CPU it was recorded on (cpuid is not trapped).
+    pub cpu: Cpu,
 }
 
 /// A file the program mapped, and the trace's copy of it.

@@ -9,6 +9,7 @@
 //! PTRACE_EVENT_CLONE stop, before the new thread may run, so that every
 //! thread's first event follows its spawn.
 
+use crate::cpu::Cpu;
 use crate::event::{Contents, End, Event, EventKind, FileSlice, Interrupted, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
@@ -192,6 +193,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         at_random,
         pid: pid.as_raw(),
         exec_files,
+        cpu: Cpu::current(),
     };
     trace.write_meta(&meta)?;
     let mut rec = Recorder {
