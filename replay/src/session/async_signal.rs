@@ -51,10 +51,9 @@ impl<'a> Session<'a> {
     pub(super) fn deliver_async(&mut self, i: usize, s: &Signal) -> Result<Option<Step>> {
         let label = self.trace.events[self.state.pos].label;
         let at = self.state.threads[i].at;
-        // Sent by the program itself (kill, tgkill, executed in the replay
-        // too): pending already, or at its delivery stop, matched as usual.
-        let sent = self.pending(i, s.signo)?;
         let entry = match at {
+            // Sent by the program itself (kill, tgkill, executed in the
+            // replay too): a thread at its delivery stop matches it as usual.
             At::Fault(f) if f as i32 == s.signo => return Ok(None),
             At::Entry(e) => Some(e),
             At::Blocked(_) => {
@@ -64,6 +63,8 @@ impl<'a> Session<'a> {
             At::Sync(_) | At::Fault(_) => None,
             _ => return Ok(None),
         };
+        // Sent by the program itself and still pending: not sent again.
+        let sent = self.pending(i, s.signo)?;
         let exact = match (entry, s.interrupted) {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
                 if e.nr == libc::SYS_rt_sigsuspend {
