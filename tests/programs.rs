@@ -184,18 +184,23 @@ fn fatal_timer_signal_in_a_blocking_read() {
     assert!(err(&rep).contains("the program was killed by SIGALRM in thread"), "{}", err(&rep));
 }
 
-/// Starts `weft record` of tests/c/sigint.c in a process group of its own,
-/// as a shell starts a job, and waits until the program is blocked reading
-/// its stdin. Returns the recorder, its stdout reader, the "ready PID"
-/// line, and the program's pid.
-fn record_sigint_until_blocked(trace: &std::path::Path) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String, i32) {
+/// Starts `weft record` of tests/c/NAME.c in a process group of its own,
+/// as a shell starts a job, reads the "ready PID" line the program prints,
+/// and waits until its main thread is blocked in syscall `main_nr` and no
+/// thread runs. Returns the recorder, its stdout reader, the line, and
+/// the program's pid.
+fn record_until_blocked(
+    trace: &std::path::Path,
+    name: &str,
+    main_nr: u32,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String, i32) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
     let mut child = weft()
         .args(["record", "-o"])
         .arg(trace)
         .arg("--")
-        .arg(program("sigint"))
+        .arg(program(name))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -206,9 +211,17 @@ fn record_sigint_until_blocked(trace: &std::path::Path) -> (std::process::Child,
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     let pid = line.strip_prefix("ready ").and_then(|p| p.trim().parse::<i32>().ok()).expect("ready PID");
-    // Wait until the program is blocked in read(0, ...) (syscall 0).
-    let in_read = || std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 0x0 "));
-    while !in_read() {
+    // /proc/PID/task/TID/syscall: the number and arguments of the syscall
+    // a thread is blocked in, or "running" (proc(5)).
+    let syscall = |tid: &str| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).unwrap_or_default();
+    let blocked = || {
+        let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        syscall(&pid.to_string()).starts_with(&format!("{main_nr} "))
+            && tasks.iter().all(|t| !syscall(t).starts_with("running"))
+    };
+    while !blocked() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     (child, stdout, line, pid)
@@ -220,7 +233,7 @@ fn record_sigint_until_blocked(trace: &std::path::Path) -> (std::process::Child,
 #[test]
 fn ctrl_c_while_recording() {
     let trace = trace_dir("sigint");
-    let (child, mut stdout, line, _) = record_sigint_until_blocked(&trace);
+    let (child, mut stdout, line, _) = record_until_blocked(&trace, "sigint", 0);
     // What a terminal does on ^C: SIGINT to the whole process group.
     // SAFETY: kill takes two integers.
     assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
@@ -240,7 +253,24 @@ fn ctrl_c_while_recording() {
 #[test]
 fn sigkill_from_outside() {
     let trace = trace_dir("sigkill");
-    let (child, _stdout, _, pid) = record_sigint_until_blocked(&trace);
+    let (child, _stdout, _, pid) = record_until_blocked(&trace, "sigint", 0);
+    // SAFETY: kill takes two integers.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!(rec.status.code(), Some(128 + 9), "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert!(err(&rep).contains("the program was killed by SIGKILL in thread"), "{}", err(&rep));
+}
+
+/// A program that hung (every thread in a futex wait for ever) and was
+/// killed with `kill -9` while recording: the replay, whose threads block
+/// where the recorded ones did, ends the same way instead of reporting a
+/// deadlock.
+#[test]
+fn hung_program_killed_while_recording() {
+    let trace = trace_dir("hang");
+    let (child, _stdout, _, pid) = record_until_blocked(&trace, "hang", libc::SYS_futex as u32);
     // SAFETY: kill takes two integers.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let rec = child.wait_with_output().unwrap();

@@ -528,6 +528,10 @@ impl Session<'_> {
                             Advance::Point => {}
                             Advance::End(end) => return self.finish(end),
                             Advance::Livelock(pc) => {
+                                if let Some(rec) = self.killed_at_end() {
+                                    let end = self.kill_as_recorded(rec)?;
+                                    return self.finish(end);
+                                }
                                 let seconds = self.opts.livelock_timeout.as_secs();
                                 return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
                             }
@@ -550,7 +554,13 @@ impl Session<'_> {
                         cur = next;
                         self.note(cur);
                     }
-                    Err(failure) => return Ok(Outcome::Invalid(failure)),
+                    Err(failure) => match self.killed_at_end() {
+                        Some(rec) => {
+                            let end = self.kill_as_recorded(rec)?;
+                            return self.finish(end);
+                        }
+                        None => return Ok(Outcome::Invalid(failure)),
+                    },
                 },
                 Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
                 Step::End(end) => return self.finish(end),
@@ -718,8 +728,8 @@ impl Session<'_> {
         let Some(expected) = self.trace.events.get(self.state.pos) else {
             return Ok(Step::Fail(self.incomplete()));
         };
-        if let EventKind::End(End::Killed { signo: libc::SIGKILL, tid, .. }) = expected.kind {
-            return self.killed_from_outside(tid);
+        if let Some(rec) = self.killed_at_end() {
+            return Ok(Step::End(self.kill_as_recorded(rec)?));
         }
         let me = self.state.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
@@ -791,14 +801,25 @@ impl Session<'_> {
         }
     }
 
-    /// The recording ended with SIGKILL, which no thread stops for, so no
-    /// signal event precedes it: sent from outside (`kill -9`), it ends the
-    /// replay once every logged event is met, at the first thread's
-    /// scheduling point after the last one.
-    fn killed_from_outside(&mut self, rec: Tid) -> Result<Step> {
+    /// The thread a recording ended by SIGKILL names, when that end is the
+    /// log's next event. SIGKILL has no delivery stop, so no signal event
+    /// precedes it: sent from outside (`kill -9`, often to a program that
+    /// hung), it ends the replay once every logged event is met, at the
+    /// first scheduling point after the last one, or where the replay finds
+    /// every thread blocked or one spinning, as the recorded run was.
+    fn killed_at_end(&self) -> Option<Tid> {
+        match self.trace.events.get(self.state.pos)?.kind {
+            EventKind::End(End::Killed { signo: libc::SIGKILL, tid, .. }) => Some(tid),
+            _ => None,
+        }
+    }
+
+    /// Kills the replayed process as the recording ended (SIGKILL in
+    /// thread `rec`) and returns how it ended.
+    fn kill_as_recorded(&mut self, rec: Tid) -> Result<ProcessEnd> {
         nix::sys::signal::kill(self.pid, NixSignal::SIGKILL)?;
         self.state.last_delivery = Some(Delivery { rec, pc: 0, exact: false });
-        Ok(Step::End(self.drain()?))
+        self.drain()
     }
 
     /// Carries out a matched event.
