@@ -85,8 +85,6 @@ fn mainexit_resumes_exactly() {
     resumes_exactly("mainexit", true);
 }
 
-/// A process with a shared writable mapping is never checkpointed: a fork
-/// would share those pages with the checkpoint instead of copying them.
 /// A thread's sigaltstack, which only the replayer knows, comes back with
 /// a resumed checkpoint: the signal after it runs on the alternate stack.
 #[test]
@@ -94,6 +92,8 @@ fn altstack_resumes_exactly() {
     resumes_exactly("altstack", false);
 }
 
+/// A process with a shared writable mapping is never checkpointed: a fork
+/// would share those pages with the checkpoint instead of copying them.
 #[test]
 fn shared_memory_is_not_checkpointed() {
     let dir = trace_dir("checkpoint-sharedmap");

@@ -279,3 +279,15 @@ fn hung_program_killed_while_recording() {
     assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
     assert!(err(&rep).contains("the program was killed by SIGKILL in thread"), "{}", err(&rep));
 }
+
+/// A signal one thread sends another that blocks it is delivered where the
+/// receiver unblocks it, after synchronization points at which it was
+/// already the log's next event.
+#[test]
+fn signal_to_a_thread_that_blocks_it() {
+    let trace = trace_dir("sigmask");
+    let rec = record(&trace, &[program("sigmask").to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "handled before unblocking: no, after: yes\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("sigmask", &rec, &rep);
+}

@@ -145,7 +145,9 @@ struct Recorder {
 
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
 /// be started or the trace cannot be written; the program's own failures
-/// are part of the recording ([`Recording::end`]).
+/// are part of the recording ([`Recording::end`]). Sets the calling
+/// process's SIGINT disposition to SIG_IGN, for good, so that ^C reaches
+/// only the program (processes it starts later inherit that).
 pub fn record(opts: &RecordOptions) -> Result<Recording> {
     let cstr = |b: &[u8]| CString::new(b).context("argument contains a NUL byte");
     let env: Vec<Vec<u8>> = std::env::vars_os()

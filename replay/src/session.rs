@@ -1289,7 +1289,7 @@ impl Session<'_> {
     fn runnable(&self, j: usize) -> bool {
         match self.state.threads[j].at {
             At::Exited => false,
-            At::Blocked(_) => self.async_signal_due(j).is_some(),
+            At::Blocked(_) => self.async_signal_due(j).is_some_and(|s| self.can_interrupt_wait(j, s)),
             _ => true,
         }
     }

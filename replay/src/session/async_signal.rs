@@ -22,7 +22,7 @@
 //! too; a thread stopped for it is matched like a fault, and one that is
 //! still pending is not sent twice.
 
-use super::{At, Delivery, Entry, Session, Step};
+use super::{At, Entry, Session, Step};
 use crate::failure::Failure;
 use crate::remote;
 use anyhow::{bail, Context, Result};
@@ -51,25 +51,36 @@ impl<'a> Session<'a> {
     pub(super) fn deliver_async(&mut self, i: usize, s: &Signal) -> Result<Option<Step>> {
         let label = self.trace.events[self.state.pos].label;
         let at = self.state.threads[i].at;
+        let Ok(sig) = NixSignal::try_from(s.signo) else {
+            bail!("event {}: logged signal number {} is not a signal", self.state.pos, s.signo);
+        };
         let entry = match at {
             // Sent by the program itself (kill, tgkill, executed in the
             // replay too): a thread at its delivery stop matches it as usual.
-            At::Fault(f) if f as i32 == s.signo => return Ok(None),
+            At::Fault(f) if f == sig => return Ok(None),
             At::Entry(e) => Some(e),
             At::Blocked(_) => {
                 let regs = self.state.threads[i].regs;
                 Some(Entry { nr: regs.orig_rax as i64, args: tracee::syscall_args(&regs), label: regs.rip })
             }
-            At::Sync(_) | At::Fault(_) => None,
+            // Before a fault or an rdtsc trap, which comes back after the
+            // handler; another signal the thread is stopped for would be lost.
+            At::Sync(_) | At::Fault(NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL) => None,
             _ => return Ok(None),
         };
-        // Sent by the program itself and still pending: not sent again.
-        let sent = self.pending(i, s.signo)?;
+        // Sent by the program itself and still pending: not sent again; and
+        // while the thread blocks it, the thread runs on to where it
+        // unblocks it, and its delivery stop is matched as usual.
+        let sent = self.pending(i, sig)?;
+        let suspends = matches!((entry, s.interrupted), (Some(e), Some(x)) if e.nr == x.nr && e.nr == libc::SYS_rt_sigsuspend);
+        if sent && !suspends && self.blocks(i, sig)? {
+            return Ok(None);
+        }
         let exact = match (entry, s.interrupted) {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
-                if e.nr == libc::SYS_rt_sigsuspend {
-                    self.suspend(i, s, sent)?;
-                    return self.delivered(i, s, true, true);
+                if suspends {
+                    self.suspend(i, sig, sent)?;
+                    return self.delivered(i, s, true, Delivery::Suspended);
                 }
                 self.interrupt(i, e, Some(x))?;
                 true
@@ -88,27 +99,39 @@ impl<'a> Session<'a> {
             // Not yet at the syscall the signal interrupted: run on to it.
             _ => return Ok(None),
         };
-        self.delivered(i, s, exact, sent)
+        self.delivered(i, s, exact, if sent { Delivery::Pending } else { Delivery::Send })
     }
 
-    /// Whether signal `signo` is pending for thread `i` or its process
+    /// Whether a due signal `s` can reach thread `i`, blocked in a futex
+    /// wait: not when the program sent it and the thread blocks it (it runs
+    /// on only once it unblocks it, which a blocked thread cannot do).
+    pub(super) fn can_interrupt_wait(&self, i: usize, s: &Signal) -> bool {
+        let Ok(sig) = NixSignal::try_from(s.signo) else { return false };
+        !(self.pending(i, sig).unwrap_or(true) && self.blocks(i, sig).unwrap_or(true))
+    }
+
+    /// Whether thread `i` blocks `sig`.
+    fn blocks(&self, i: usize, sig: NixSignal) -> Result<bool> {
+        Ok(tracee::sigmask(self.state.threads[i].tid)? & bit(sig) != 0)
+    }
+
+    /// Whether `sig` is pending for thread `i` or its process
     /// (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status, proc(5)).
-    fn pending(&self, i: usize, signo: i32) -> Result<bool> {
+    fn pending(&self, i: usize, sig: NixSignal) -> Result<bool> {
         let path = format!("/proc/{}/task/{}/status", self.pid, self.state.threads[i].tid);
         let status = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        let bit = 1u64 << (signo - 1);
         Ok(status.lines().any(|line| {
             let mask = line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:"));
-            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).is_some_and(|m| m & bit != 0)
+            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).is_some_and(|m| m & bit(sig) != 0)
         }))
     }
 
-    /// Brings thread `i` to the delivery stop of `s` (sending it unless
-    /// `sent`) and counts the event as matched.
-    fn delivered(&mut self, i: usize, s: &Signal, exact: bool, sent: bool) -> Result<Option<Step>> {
-        self.raise(i, s, sent)?;
+    /// Brings thread `i` to the delivery stop of `s` and counts the event
+    /// as matched.
+    fn delivered(&mut self, i: usize, s: &Signal, exact: bool, how: Delivery) -> Result<Option<Step>> {
+        self.raise(i, s, how)?;
         let t = &mut self.state.threads[i];
-        self.state.last_delivery = Some(Delivery { rec: t.rec, pc: t.regs.rip, exact });
+        self.state.last_delivery = Some(super::Delivery { rec: t.rec, pc: t.regs.rip, exact });
         t.last_event = Some(self.state.pos);
         t.steps = 0;
         self.state.pos += 1;
@@ -150,58 +173,68 @@ impl<'a> Session<'a> {
     /// restores around the delivery (the handler's frame saves the mask
     /// from before the call): thread `i` runs the call for real and gets
     /// `s` in it (unless it is pending already), to the call's exit stop.
-    fn suspend(&mut self, i: usize, s: &Signal, sent: bool) -> Result<()> {
+    fn suspend(&mut self, i: usize, sig: NixSignal, sent: bool) -> Result<()> {
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         if !sent {
-            self.send(i, s.signo)?;
+            self.send(i, sig)?;
         }
-        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+        match self.wait(tid)? {
             WaitStatus::PtraceSyscall(_) => {}
-            other => bail!("thread {tid} did not leave sigsuspend for signal {}: {other:?}", s.signo),
+            other => bail!("thread {tid} did not leave sigsuspend for {}: {other:?}", sig.as_str()),
         }
         self.state.threads[i].regs = ptrace::getregs(tid)?;
         Ok(())
     }
 
-    /// Sends signal `signo` to thread `i` (tgkill).
-    fn send(&self, i: usize, signo: i32) -> Result<()> {
+    /// Sends `sig` to thread `i` (tgkill).
+    fn send(&self, i: usize, sig: NixSignal) -> Result<()> {
         let tid = self.state.threads[i].tid;
         // SAFETY: tgkill takes three integers.
-        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, self.pid.as_raw(), tid.as_raw(), signo) })
+        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, self.pid.as_raw(), tid.as_raw(), sig as i32) })
             .context("tgkill")?;
         Ok(())
     }
 
-    /// Sends `s` to thread `i` (unless `sent`) and resumes it to the
-    /// signal's delivery stop (any signal it was stopped for is dropped: a
-    /// fault traps again after the handler), with the recorded siginfo;
-    /// resuming then delivers it. A signal the thread blocks here (a call
+    /// Waits for resumed thread `tid`'s next stop, under the watchdog: a
+    /// thread that runs on instead (the replay diverged) is stopped after
+    /// the livelock timeout rather than waited for for ever.
+    fn wait(&self, tid: nix::unistd::Pid) -> Result<WaitStatus> {
+        self.watchdog.arm(tid);
+        let status = waitpid(tid, Some(WaitPidFlag::__WALL));
+        self.watchdog.disarm();
+        Ok(status?)
+    }
+
+    /// Brings thread `i` to the delivery stop of `s`, sending it if `how`
+    /// says so, and resumes it there with the recorded siginfo, which then
+    /// delivers it. Any signal the thread was stopped for is dropped: a
+    /// fault or an rdtsc trap comes back after the handler. A signal the
+    /// thread blocks here that it did not block in the recording (a call
     /// that unblocked it while waiting, ppoll or pselect6 with a mask, was
-    /// skipped) is unblocked for the delivery, and the handler returns
-    /// with it unblocked: the kernel would requeue a signal blocked again at
-    /// its delivery stop. A warning says so.
-    fn raise(&mut self, i: usize, s: &Signal, sent: bool) -> Result<()> {
+    /// skipped) is unblocked for the delivery, and the handler returns with
+    /// it unblocked: the kernel would requeue a signal blocked again at its
+    /// delivery stop. A warning says so.
+    fn raise(&mut self, i: usize, s: &Signal, how: Delivery) -> Result<()> {
         let sig = NixSignal::try_from(s.signo).with_context(|| format!("logged signal number {}", s.signo))?;
         let tid = self.state.threads[i].tid;
         // (After sigsuspend, PTRACE_GETSIGMASK reports the mask it restores,
         // and PTRACE_SETSIGMASK would cancel that restore.)
-        let mask = if sent { 0 } else { tracee::sigmask(tid)? };
-        let bit = 1u64 << (s.signo - 1);
-        if mask & bit != 0 {
-            eprintln!(
-                "weft: warning: event {}: {} is blocked in thread {} where the replay delivers it; it is unblocked from here on",
-                self.state.pos,
-                sig.as_str(),
-                self.state.threads[i].rec
-            );
-            tracee::set_sigmask(tid, mask & !bit)?;
-        }
-        if !sent {
-            self.send(i, s.signo)?;
+        if how == Delivery::Send {
+            let mask = tracee::sigmask(tid)?;
+            if mask & bit(sig) != 0 {
+                eprintln!(
+                    "weft: warning: event {}: {} is blocked in thread {} where the replay delivers it; it is unblocked from here on",
+                    self.state.pos,
+                    sig.as_str(),
+                    self.state.threads[i].rec
+                );
+                tracee::set_sigmask(tid, mask & !bit(sig))?;
+            }
+            self.send(i, sig)?;
         }
         ptrace::syscall(tid, None)?;
-        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+        match self.wait(tid)? {
             WaitStatus::Stopped(_, got) if got == sig => {}
             other => bail!("thread {tid} did not stop for {}: {other:?}", sig.as_str()),
         }
@@ -211,4 +244,21 @@ impl<'a> Session<'a> {
         t.at = At::Deliver(sig);
         Ok(())
     }
+}
+
+/// How a signal reaches the thread [`Session::raise`] brings to its
+/// delivery stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// weft sends it.
+    Send,
+    /// The program sent it; it is pending, unblocked.
+    Pending,
+    /// It reached the thread in a sigsuspend that ran for real.
+    Suspended,
+}
+
+/// Signal `sig`'s bit in a kernel signal mask.
+fn bit(sig: NixSignal) -> u64 {
+    1u64 << (sig as i32 - 1)
 }
