@@ -221,7 +221,9 @@ fn record_until_blocked(
         syscall(&pid.to_string()).starts_with(&format!("{main_nr} "))
             && tasks.iter().all(|t| !syscall(t).starts_with("running"))
     };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !blocked() {
+        assert!(std::time::Instant::now() < deadline, "{name} (pid {pid}) never blocked in syscall {main_nr}");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     (child, stdout, line, pid)

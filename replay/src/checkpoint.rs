@@ -129,7 +129,12 @@ impl ThreadImage {
         for (k, word) in ss.into_iter().enumerate() {
             ptrace::write(tid, (at + 8 * k as u64) as ptrace::AddressType, word as libc::c_long)?;
         }
-        let set = remote::syscall(tid, &regs, insn, libc::SYS_sigaltstack, &[at, 0])?;
+        // The kernel refuses (EPERM) to change the stack of a thread whose
+        // stack pointer is on it, as the forking thread's may be (inside a
+        // handler): the call is made with a stack pointer off any stack,
+        // and the image's registers are set afterwards.
+        let off_stack = Regs { rsp: 0, ..regs };
+        let set = remote::syscall(tid, &off_stack, insn, libc::SYS_sigaltstack, &[at, 0])?;
         if set.result != 0 {
             bail!("sigaltstack in a resumed thread failed: {}", Errno::from_raw(-set.result as i32));
         }

@@ -178,6 +178,8 @@ struct Thread {
     last_ran: u64,
     /// Its alternate signal stack, for checkpoints.
     altstack: Option<AltStack>,
+    /// The stack a sigaltstack call it is in sets, until the call returns.
+    altstack_call: Option<Option<AltStack>>,
 }
 
 /// A preemption's grant: how weft reads seed 000's `sync<n,t>`. The
@@ -349,6 +351,7 @@ impl<'a> Session<'a> {
             caller: None,
             last_ran: 0,
             altstack: None,
+            altstack_call: None,
         };
         Ok(Session {
             trace,
@@ -590,14 +593,14 @@ impl Session<'_> {
                     let regs = ptrace::getregs(tid)?;
                     self.state.threads[i].regs = regs;
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
-                        self.note_altstack(i, &regs);
+                        self.set_altstack(i, &regs);
                         continue;
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
-                        Class::Execute => {}
+                        Class::Execute => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.state.threads[i].at = At::Entry(entry);
@@ -629,18 +632,30 @@ impl Session<'_> {
         }
     }
 
-    /// Follows thread `i`'s alternate signal stack: `regs` are at the exit
-    /// of a syscall it executed; a successful sigaltstack with a new stack
-    /// sets or disables it (sigaltstack(2)).
-    fn note_altstack(&mut self, i: usize, regs: &Regs) {
-        if regs.orig_rax as i64 != libc::SYS_sigaltstack || regs.rax != 0 || regs.rdi == 0 {
+    /// At the entry of a syscall thread `i` executes (`regs`): a
+    /// sigaltstack with a new stack has it read now, before the call
+    /// overwrites the buffer with the old one (both may be one buffer).
+    fn read_altstack(&mut self, i: usize, regs: &Regs) {
+        if regs.orig_rax as i64 != libc::SYS_sigaltstack || regs.rdi == 0 {
             return;
         }
         let word = |k: u64| self.mem.read_u64(regs.rdi + 8 * k).ok();
         let (Some(sp), Some(flags), Some(size)) = (word(0), word(1), word(2)) else { return };
         let flags = flags as u32;
-        self.state.threads[i].altstack =
-            (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
+        let stack = (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
+        self.state.threads[i].altstack_call = Some(stack);
+    }
+
+    /// At the exit of a syscall thread `i` executed (`regs`): a successful
+    /// sigaltstack sets or disables the stack read at its entry
+    /// (sigaltstack(2)), which checkpoints restore.
+    fn set_altstack(&mut self, i: usize, regs: &Regs) {
+        let t = &mut self.state.threads[i];
+        if let Some(stack) = t.altstack_call.take() {
+            if regs.orig_rax as i64 == libc::SYS_sigaltstack && regs.rax == 0 {
+                t.altstack = stack;
+            }
+        }
     }
 
     /// Thread `i` stopped with SIGTRAP: if one of our breakpoints did it,
@@ -1074,6 +1089,7 @@ impl Session<'_> {
             caller: None,
             last_ran: 0,
             altstack: None,
+            altstack_call: None,
         });
         Ok(())
     }
