@@ -151,21 +151,25 @@ fn unknown_syscall_is_logged_as_unsupported_with_warnings() {
 
 /// Timer signals, taken by one thread: in a read without SA_RESTART (EINTR),
 /// in a read with SA_RESTART (restarted), in a condition wait, and while the
-/// thread spins through a mutex (delivered at a synchronization point), and
-/// in sigsuspend.
+/// thread spins through a mutex (delivered at a synchronization point), in
+/// sigsuspend, and in nanosleep, whose time left the replay must write back
+/// (the output prints it to the nanosecond).
 #[test]
 fn timer_signals_interrupt_syscalls_and_spins() {
     let trace = trace_dir("alarm");
     let rec = record(&trace, &[program("alarm").to_str().unwrap()], Stdio::null());
-    assert_eq!(
-        String::from_utf8_lossy(&rec.stdout),
-        "read: -1 (Interrupted system call), hits 1\nread again: 1 'x', hits 2\ncondition met, hits 3\nspun until hit 4\nsuspended until hit 5, SIGALRM blocked again: yes\njoined\n",
-        "{}",
-        err(&rec)
-    );
+    let out = String::from_utf8_lossy(&rec.stdout);
+    let expected = "read: -1 (Interrupted system call), hits 1\nread again: 1 'x', hits 2\ncondition met, hits 3\nspun until hit 4\nsuspended until hit 5, SIGALRM blocked again: yes\nnanosleep: -1 (Interrupted system call), hits 6, 1.";
+    assert!(out.starts_with(expected) && out.ends_with(" s left\njoined\n"), "{out}{}", err(&rec));
     let dump = weft().arg("dump").arg(&trace).output().unwrap();
     let dump = String::from_utf8_lossy(&dump.stdout);
-    for kind in ["(interrupted read = -512)", "(interrupted futex = -512)", "(asynchronous)", "(interrupted rt_sigsuspend = -514)"] {
+    for kind in [
+        "(interrupted read = -512)",
+        "(interrupted futex = -512)",
+        "(asynchronous)",
+        "(interrupted rt_sigsuspend = -514)",
+        "(interrupted clock_nanosleep = -516)",
+    ] {
         assert!(dump.contains(kind), "no signal logged as {kind}:\n{dump}");
     }
     let rep = replay(&trace, &["--no-explore"]);

@@ -180,13 +180,16 @@ pub struct Signal {
 /// restart codes in rax, and on delivery either restarts the call or makes
 /// it return EINTR, by the handler's SA_RESTART flag (signal(7),
 /// "Interruption of system calls and library functions by signal handlers").
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Interrupted {
     /// The syscall number (`orig_rax` at the delivery stop).
     pub nr: i64,
     /// `rax` at the delivery stop: -ERESTARTSYS (-512), -ERESTARTNOINTR
     /// (-513), -ERESTARTNOHAND (-514) or -ERESTART_RESTARTBLOCK (-516).
     pub result: i64,
+    /// What the call wrote before it was interrupted (a sleep's time left),
+    /// in [`crate::syscalls::out_buffers`] order.
+    pub writes: Vec<MemWrite>,
 }
 
 impl Interrupted {
@@ -195,7 +198,7 @@ impl Interrupted {
     /// and `rax` a restart code (kernel-internal, include/linux/errno.h).
     pub fn at(orig_rax: u64, rax: u64) -> Option<Self> {
         let (nr, result) = (orig_rax as i64, rax as i64);
-        (nr >= 0 && (-516..=-512).contains(&result)).then_some(Self { nr, result })
+        (nr >= 0 && crate::syscalls::RESTART_CODES.contains(&result)).then_some(Self { nr, result, writes: Vec::new() })
     }
 }
 
@@ -254,7 +257,7 @@ impl std::fmt::Display for Event {
             EventKind::Spawn { child, flags } => write!(f, "spawn thread {child} (flags {flags:#x})"),
             EventKind::Signal(s) => {
                 write!(f, "signal {} code {} addr {:#x}", signal_name(s.signo), s.code, s.addr)?;
-                match s.interrupted {
+                match &s.interrupted {
                     _ if s.synchronous => write!(f, " (fault)"),
                     Some(i) => write!(f, " (interrupted {} = {})", crate::syscalls::name(i.nr), i.result),
                     None => write!(f, " (asynchronous)"),

@@ -141,6 +141,9 @@ struct Recorder {
     warned: HashSet<i64>,
     events: u64,
     end: Option<End>,
+    /// What a syscall a signal interrupted wrote, by thread, until the
+    /// signal's delivery stop logs it.
+    interrupted: HashMap<Pid, Vec<MemWrite>>,
 }
 
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
@@ -212,6 +215,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         warned: HashSet::new(),
         events: 0,
         end: None,
+        interrupted: HashMap::new(),
     };
     ptrace::cont(pid, None)?;
     rec.run()?;
@@ -331,8 +335,11 @@ impl Recorder {
         let result = regs.rax as i64;
         // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK:
         // a signal interrupted the call and the kernel will restart it (a new
-        // seccomp stop) or turn it into EINTR; nothing user-visible yet.
-        if (-516..=-512).contains(&result) {
+        // seccomp stop) or turn it into EINTR: what it wrote so far goes
+        // with the signal's event.
+        if syscalls::RESTART_CODES.contains(&result) {
+            let writes = self.complete(pid, &entry, result)?.writes;
+            self.interrupted.insert(pid, writes);
             return resume(pid, None);
         }
         let syscall = self.complete(pid, &entry, result)?;
@@ -447,7 +454,11 @@ impl Recorder {
             && matches!(sig, NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL | NixSignal::SIGTRAP);
         let signo = sig as i32;
         let addr = if synchronous { addr } else { 0 };
-        let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax) };
+        let writes = self.interrupted.remove(&pid).unwrap_or_default();
+        let interrupted = match synchronous {
+            true => None,
+            false => Interrupted::at(regs.orig_rax, regs.rax).map(|i| Interrupted { writes, ..i }),
+        };
         self.deliveries.insert(
             signo,
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },

@@ -140,6 +140,26 @@ fn is_known_input(nr: i64) -> bool {
     )
 }
 
+/// The kernel's internal results of a syscall a signal interrupted, to be
+/// restarted or turned into EINTR on delivery (include/linux/errno.h):
+/// ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK.
+pub const RESTART_CODES: [i64; 4] = [-512, -513, -514, -516];
+
+/// What an interrupted call wrote before returning a restart code: the
+/// time left, for the sleeps and waits that report it (nanosleep(2),
+/// clock_nanosleep(2) when relative, select(2), pselect6 and ppoll).
+fn interrupted_out_buffers(nr: i64, a: &[u64; 6]) -> Vec<(u64, u64)> {
+    let range = match nr {
+        c::SYS_nanosleep => a[1],
+        c::SYS_clock_nanosleep if a[1] & c::TIMER_ABSTIME as u64 == 0 => a[3],
+        c::SYS_select | c::SYS_pselect6 => a[4],
+        c::SYS_ppoll => a[2],
+        _ => 0,
+    };
+    // struct timespec and struct timeval are both 16 bytes.
+    if range == 0 { Vec::new() } else { vec![(range, 16)] }
+}
+
 /// The memory the kernel wrote for a completed syscall, as `(address, length
 /// in bytes)` ranges, in a fixed order for each syscall. `args` are the entry arguments, `result` the return
 /// value; `read_u64` reads a word of tracee memory (for lengths the kernel
@@ -150,6 +170,9 @@ pub fn out_buffers(
     result: i64,
     read_u64: &mut dyn FnMut(u64) -> Option<u64>,
 ) -> Vec<(u64, u64)> {
+    if RESTART_CODES.contains(&result) {
+        return interrupted_out_buffers(nr, args);
+    }
     if result < 0 {
         return Vec::new();
     }

@@ -33,7 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use weft_record::event::{signal_name, End, Event, EventKind, Syscall};
+use weft_record::event::{signal_name, End, Event, EventKind, MemWrite, Syscall};
 use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Launch, Memory, Regs};
 use weft_record::{Tid, Trace};
@@ -882,7 +882,7 @@ impl Session<'_> {
                     );
                 }
                 self.finish_syscall(i, s.result)?;
-                if let Some(failure) = self.write_out_buffers(i, e, s)? {
+                if let Some(failure) = self.write_out_buffers(i, e, s.result, &s.writes)? {
                     return Ok(Step::Fail(failure));
                 }
             }
@@ -917,18 +917,18 @@ impl Session<'_> {
     /// replay's pointers may differ from the recording's (heap arenas of
     /// threads are placed in creation order), so ranges are recomputed from
     /// the replay's arguments and paired with the logged bytes by index.
-    fn write_out_buffers(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Option<Failure>> {
+    fn write_out_buffers(&mut self, i: usize, e: &Entry, result: i64, writes: &[MemWrite]) -> Result<Option<Failure>> {
         let mut rd = |a: u64| self.mem.read_u64(a).ok();
-        let ranges = syscalls::out_buffers(e.nr, &e.args, s.result, &mut rd);
-        if ranges.len() != s.writes.len() {
+        let ranges = syscalls::out_buffers(e.nr, &e.args, result, &mut rd);
+        if ranges.len() != writes.len() {
             return Ok(Some(Failure::Unmatched {
                 at: self.position(i),
                 label: e.label,
-                expected: format!("{} with {} out-buffers", syscalls::name(e.nr), s.writes.len()),
+                expected: format!("{} with {} out-buffers", syscalls::name(e.nr), writes.len()),
                 observed: format!("{} out-buffers in the replayed call", ranges.len()),
             }));
         }
-        for ((addr, _), w) in ranges.iter().zip(&s.writes) {
+        for ((addr, _), w) in ranges.iter().zip(writes) {
             self.mem.write(*addr, &self.trace.contents(&w.data)?)?;
         }
         Ok(None)

@@ -5,7 +5,8 @@
  *      the byte the main thread writes later;
  *   3. in a condition wait (a futex wait), which glibc resumes;
  *   4. while the thread spins through a mutex, not in any syscall;
- *   5. in sigsuspend, which unblocks it only while it waits.
+ *   5. in sigsuspend, which unblocks it only while it waits;
+ *   6. in nanosleep, which reports the time it had left.
  * With the argument "fatal", SIGALRM has its default action and kills the
  * program blocked in a read. Each step allows 0.5 s of slack. */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STEP 500000 /* microseconds */
@@ -72,6 +74,12 @@ static void *taker(void *arg) {
     sigsuspend(&none);
     pthread_sigmask(SIG_SETMASK, NULL, &now);
     printf("suspended until hit %d, SIGALRM blocked again: %s\n", (int)hits, sigismember(&now, SIGALRM) ? "yes" : "no");
+
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    ualarm(STEP, 0);
+    struct timespec req = {2, 0}, rem = {0, 0};
+    int r = nanosleep(&req, &rem);
+    printf("nanosleep: %d (%s), hits %d, %ld.%09ld s left\n", r, r ? strerror(errno) : "slept", (int)hits, (long)rem.tv_sec, rem.tv_nsec);
     fflush(stdout);
     return NULL;
 }

@@ -30,7 +30,7 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use weft_record::event::{EventKind, Interrupted, Signal};
+use weft_record::event::{EventKind, Signal};
 use weft_record::tracee;
 
 impl<'a> Session<'a> {
@@ -72,17 +72,20 @@ impl<'a> Session<'a> {
         // while the thread blocks it, the thread runs on to where it
         // unblocks it, and its delivery stop is matched as usual.
         let sent = self.pending(i, sig)?;
-        let suspends = matches!((entry, s.interrupted), (Some(e), Some(x)) if e.nr == x.nr && e.nr == libc::SYS_rt_sigsuspend);
+        let suspends = matches!((entry, &s.interrupted), (Some(e), Some(x)) if e.nr == x.nr && e.nr == libc::SYS_rt_sigsuspend);
         if sent && !suspends && self.blocks(i, sig)? {
             return Ok(None);
         }
-        let exact = match (entry, s.interrupted) {
+        let exact = match (entry, &s.interrupted) {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
                 if suspends {
                     self.suspend(i, sig, sent)?;
                     return self.delivered(i, s, true, Delivery::Suspended);
                 }
-                self.interrupt(i, e, Some(x))?;
+                self.interrupt(i, e, Some(x.result))?;
+                if let Some(failure) = self.write_out_buffers(i, &e, x.result, &x.writes)? {
+                    return Ok(Some(Step::Fail(failure)));
+                }
                 true
             }
             (Some(e), None) => {
@@ -140,9 +143,9 @@ impl<'a> Session<'a> {
 
     /// Skips the syscall thread `i` is entering (or blocked in), `e`, and
     /// leaves it at the exit stop as a signal leaves it: with the recorded
-    /// restart code (`interrupted`), or rewound to run the call again after
+    /// restart code (`restart`), or rewound to run the call again after
     /// the handler.
-    fn interrupt(&mut self, i: usize, e: Entry, interrupted: Option<Interrupted>) -> Result<()> {
+    fn interrupt(&mut self, i: usize, e: Entry, restart: Option<i64>) -> Result<()> {
         if matches!(self.state.threads[i].at, At::Blocked(_)) {
             // The wait is abandoned, as a signal makes futex(2) return.
             self.state.futexes.cancel(i);
@@ -152,10 +155,10 @@ impl<'a> Session<'a> {
         t.regs.orig_rax = u64::MAX;
         ptrace::setregs(t.tid, t.regs)?;
         let mut regs = self.execute(i)?;
-        match interrupted {
-            Some(x) => {
-                regs.rax = x.result as u64;
-                regs.orig_rax = x.nr as u64;
+        match restart {
+            Some(code) => {
+                regs.rax = code as u64;
+                regs.orig_rax = e.nr as u64;
             }
             None => {
                 regs = entry;
