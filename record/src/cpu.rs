@@ -60,10 +60,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_current_cpu_is_stable_and_named() {
+    fn the_current_cpu_is_stable() {
         let a = Cpu::current();
         assert_eq!(a, Cpu::current(), "cpuid answers the same on every call");
-        assert!(!a.model.is_empty());
         assert_ne!(a.signature[0], 0, "family/model/stepping");
     }
 }
