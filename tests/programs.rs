@@ -258,8 +258,15 @@ fn ctrl_c_while_recording() {
 /// same way.
 #[test]
 fn sigkill_from_outside() {
-    let trace = trace_dir("sigkill");
-    let (child, _stdout, _, pid) = record_until_blocked(&trace, "sigint", 0);
+    kill_9_replays_to_that_end("sigkill", "sigint", 0);
+}
+
+/// Records tests/c/NAME.c until its main thread blocks in syscall
+/// `main_nr`, kills it with SIGKILL, and checks that weft exits 137 and the
+/// replay ends the same way.
+fn kill_9_replays_to_that_end(trace_name: &str, name: &str, main_nr: u32) {
+    let trace = trace_dir(trace_name);
+    let (child, _stdout, _, pid) = record_until_blocked(&trace, name, main_nr);
     // SAFETY: kill takes two integers.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let rec = child.wait_with_output().unwrap();
@@ -275,15 +282,7 @@ fn sigkill_from_outside() {
 /// deadlock.
 #[test]
 fn hung_program_killed_while_recording() {
-    let trace = trace_dir("hang");
-    let (child, _stdout, _, pid) = record_until_blocked(&trace, "hang", libc::SYS_futex as u32);
-    // SAFETY: kill takes two integers.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    let rec = child.wait_with_output().unwrap();
-    assert_eq!(rec.status.code(), Some(128 + 9), "{}", err(&rec));
-    let rep = replay(&trace, &["--no-explore"]);
-    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
-    assert!(err(&rep).contains("the program was killed by SIGKILL in thread"), "{}", err(&rep));
+    kill_9_replays_to_that_end("hang", "hang", libc::SYS_futex as u32);
 }
 
 /// A signal one thread sends another that blocks it is delivered where the

@@ -196,9 +196,10 @@ impl Interrupted {
     /// The syscall a thread at a signal-delivery stop, with these two
     /// registers, was blocked in, if any: `orig_rax` holds a syscall number
     /// and `rax` a restart code (kernel-internal, include/linux/errno.h).
-    pub fn at(orig_rax: u64, rax: u64) -> Option<Self> {
+    /// `writes` is what the call wrote before.
+    pub fn at(orig_rax: u64, rax: u64, writes: Vec<MemWrite>) -> Option<Self> {
         let (nr, result) = (orig_rax as i64, rax as i64);
-        (nr >= 0 && crate::syscalls::RESTART_CODES.contains(&result)).then_some(Self { nr, result, writes: Vec::new() })
+        (nr >= 0 && crate::syscalls::RESTART_CODES.contains(&result)).then_some(Self { nr, result, writes })
     }
 }
 

@@ -455,10 +455,7 @@ impl Recorder {
         let signo = sig as i32;
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
-        let interrupted = match synchronous {
-            true => None,
-            false => Interrupted::at(regs.orig_rax, regs.rax).map(|i| Interrupted { writes, ..i }),
-        };
+        let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
         self.deliveries.insert(
             signo,
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },

@@ -93,9 +93,14 @@ impl ThreadImage {
     /// Gives thread `tid` (stopped, not at a syscall entry) this image:
     /// a thread at a syscall entry re-executes its `syscall` instruction
     /// to stop at the same entry again. `insn` is the address of a
-    /// `syscall` instruction, for the remote sigaltstack.
-    fn apply(&self, tid: Pid, insn: u64) -> Result<()> {
-        self.apply_altstack(tid, insn)?;
+    /// `syscall` instruction, for a remote sigaltstack; `forked` says the
+    /// thread is the process's first, which inherited the forking thread's
+    /// alternate stack (a cloned one has none, which is right unless the
+    /// image has one).
+    fn apply(&self, tid: Pid, insn: u64, forked: bool) -> Result<()> {
+        if forked || self.altstack.is_some() {
+            self.apply_altstack(tid, insn)?;
+        }
         let mut iov = libc::iovec { iov_base: self.xstate.as_ptr() as *mut _, iov_len: self.xstate.len() };
         // SAFETY: the kernel reads iov_len bytes from the buffer.
         Errno::result(unsafe { libc::ptrace(libc::PTRACE_SETREGSET, tid.as_raw(), NT_X86_XSTATE, &mut iov) })
@@ -116,9 +121,9 @@ impl ThreadImage {
         }
     }
 
-    /// Sets thread `tid`'s alternate signal stack to the image's, or none
-    /// (a process's first thread inherits the forking thread's), with a
-    /// remote sigaltstack whose `stack_t` is written below the red zone.
+    /// Sets thread `tid`'s alternate signal stack to the image's, or none,
+    /// with a remote sigaltstack whose `stack_t` is written below the red
+    /// zone.
     fn apply_altstack(&self, tid: Pid, insn: u64) -> Result<()> {
         let regs = ptrace::getregs(tid)?;
         let ss = match self.altstack {
@@ -204,7 +209,7 @@ impl Template {
         }
         for (image, tid) in images.iter().zip(tids.iter()) {
             if let (Some(image), Some(tid)) = (image, tid) {
-                image.apply(*tid, self.insn)?;
+                image.apply(*tid, self.insn, *tid == first)?;
             }
         }
         Ok(())

@@ -182,6 +182,27 @@ struct Thread {
     altstack_call: Option<Option<AltStack>>,
 }
 
+impl Thread {
+    /// A thread that has just started (or the program's first), ready to
+    /// run, with no alternate signal stack (clone(2) clears it).
+    fn new(rec: Tid, tid: Pid, regs: Regs, clear_child_tid: u64) -> Self {
+        Thread {
+            rec,
+            tid,
+            at: At::Ready,
+            regs,
+            clear_child_tid,
+            steps: 0,
+            woken: false,
+            last_event: None,
+            caller: None,
+            last_ran: 0,
+            altstack: None,
+            altstack_call: None,
+        }
+    }
+}
+
 /// A preemption's grant: how weft reads seed 000's `sync<n,t>`. The
 /// thread t switched to runs its next synchronized block before the
 /// default order applies again; switching to t only to have the log order
@@ -339,20 +360,7 @@ impl<'a> Session<'a> {
         let regs = ptrace::getregs(pid)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
-        let main = Thread {
-            rec: meta.pid,
-            tid: pid,
-            at: At::Ready,
-            regs,
-            clear_child_tid: 0,
-            steps: 0,
-            woken: false,
-            last_event: None,
-            caller: None,
-            last_ran: 0,
-            altstack: None,
-            altstack_call: None,
-        };
+        let main = Thread::new(meta.pid, pid, regs, 0);
         Ok(Session {
             trace,
             opts,
@@ -1077,20 +1085,8 @@ impl Session<'_> {
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
         self.state.by_rec.insert(rec_child, self.state.threads.len());
-        self.state.threads.push(Thread {
-            rec: rec_child,
-            tid: child,
-            at: At::Ready,
-            regs: ptrace::getregs(child)?,
-            clear_child_tid: if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
-            steps: 0,
-            woken: false,
-            last_event: None,
-            caller: None,
-            last_ran: 0,
-            altstack: None,
-            altstack_call: None,
-        });
+        let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
+        self.state.threads.push(Thread::new(rec_child, child, ptrace::getregs(child)?, clear_child_tid));
         Ok(())
     }
 

@@ -22,7 +22,7 @@
 //! too; a thread stopped for it is matched like a fault, and one that is
 //! still pending is not sent twice.
 
-use super::{At, Entry, Session, Step};
+use super::{At, Delivery, Entry, Session, Step};
 use crate::failure::Failure;
 use crate::remote;
 use anyhow::{bail, Context, Result};
@@ -80,7 +80,7 @@ impl<'a> Session<'a> {
             (Some(e), Some(x)) if e.nr == x.nr && e.label == label => {
                 if suspends {
                     self.suspend(i, sig, sent)?;
-                    return self.delivered(i, s, true, Delivery::Suspended);
+                    return self.delivered(i, s, sig, true, false);
                 }
                 self.interrupt(i, e, Some(x.result))?;
                 if let Some(failure) = self.write_out_buffers(i, &e, x.result, &x.writes)? {
@@ -102,7 +102,7 @@ impl<'a> Session<'a> {
             // Not yet at the syscall the signal interrupted: run on to it.
             _ => return Ok(None),
         };
-        self.delivered(i, s, exact, if sent { Delivery::Pending } else { Delivery::Send })
+        self.delivered(i, s, sig, exact, !sent)
     }
 
     /// Whether a due signal `s` can reach thread `i`, blocked in a futex
@@ -129,12 +129,12 @@ impl<'a> Session<'a> {
         }))
     }
 
-    /// Brings thread `i` to the delivery stop of `s` and counts the event
-    /// as matched.
-    fn delivered(&mut self, i: usize, s: &Signal, exact: bool, how: Delivery) -> Result<Option<Step>> {
-        self.raise(i, s, how)?;
+    /// Brings thread `i` to the delivery stop of `s` (signal `sig`, sent by
+    /// weft if `send`) and counts the event as matched.
+    fn delivered(&mut self, i: usize, s: &Signal, sig: NixSignal, exact: bool, send: bool) -> Result<Option<Step>> {
+        self.raise(i, s, sig, send)?;
         let t = &mut self.state.threads[i];
-        self.state.last_delivery = Some(super::Delivery { rec: t.rec, pc: t.regs.rip, exact });
+        self.state.last_delivery = Some(Delivery { rec: t.rec, pc: t.regs.rip, exact });
         t.last_event = Some(self.state.pos);
         t.steps = 0;
         self.state.pos += 1;
@@ -209,8 +209,10 @@ impl<'a> Session<'a> {
         Ok(status?)
     }
 
-    /// Brings thread `i` to the delivery stop of `s`, sending it if `how`
-    /// says so, and resumes it there with the recorded siginfo, which then
+    /// Brings thread `i` to the delivery stop of `s`, signal `sig`, sending
+    /// it if `send` (not when the program sent it, nor when it reached a
+    /// sigsuspend that ran for real), and resumes it there with the
+    /// recorded siginfo, which then
     /// delivers it. Any signal the thread was stopped for is dropped: a
     /// fault or an rdtsc trap comes back after the handler. A signal the
     /// thread blocks here that it did not block in the recording (a call
@@ -218,12 +220,11 @@ impl<'a> Session<'a> {
     /// skipped) is unblocked for the delivery, and the handler returns with
     /// it unblocked: the kernel would requeue a signal blocked again at its
     /// delivery stop. A warning says so.
-    fn raise(&mut self, i: usize, s: &Signal, how: Delivery) -> Result<()> {
-        let sig = NixSignal::try_from(s.signo).with_context(|| format!("logged signal number {}", s.signo))?;
+    fn raise(&mut self, i: usize, s: &Signal, sig: NixSignal, send: bool) -> Result<()> {
         let tid = self.state.threads[i].tid;
         // (After sigsuspend, PTRACE_GETSIGMASK reports the mask it restores,
         // and PTRACE_SETSIGMASK would cancel that restore.)
-        if how == Delivery::Send {
+        if send {
             let mask = tracee::sigmask(tid)?;
             if mask & bit(sig) != 0 {
                 eprintln!(
@@ -247,18 +248,6 @@ impl<'a> Session<'a> {
         t.at = At::Deliver(sig);
         Ok(())
     }
-}
-
-/// How a signal reaches the thread [`Session::raise`] brings to its
-/// delivery stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Delivery {
-    /// weft sends it.
-    Send,
-    /// The program sent it; it is pending, unblocked.
-    Pending,
-    /// It reached the thread in a sigsuspend that ran for real.
-    Suspended,
 }
 
 /// Signal `sig`'s bit in a kernel signal mask.
