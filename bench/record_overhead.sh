@@ -11,8 +11,8 @@ runs=${1:-5}
 size=${2:-64}
 programs=${3:-pbzip2 xz}
 attempts=${ATTEMPTS:-50}
-command -v pbzip2 >/dev/null && command -v bc >/dev/null ||
-  { apt-get update -qq && apt-get install -y -qq pbzip2 bc >/dev/null; }
+command -v pbzip2 >/dev/null && command -v bc >/dev/null && command -v python3 >/dev/null ||
+  { apt-get update -qq && apt-get install -y -qq pbzip2 bc python3 >/dev/null; }
 cargo build --release -q
 weft=$PWD/target/release/weft
 work=$(mktemp -d)
