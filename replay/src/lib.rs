@@ -14,11 +14,15 @@
 //! process made with `remote.rs`'s injected syscalls) to resume from.
 
 mod checkpoint;
+pub mod debug;
 mod digest;
+pub mod epoch;
 pub mod failure;
 pub mod futex;
+pub mod mark;
 pub mod position;
 mod remote;
+mod replay_session;
 mod replayer;
 pub mod schedule;
 mod session;
@@ -31,5 +35,7 @@ pub use position::Position;
 pub use schedule::{Preemption, Schedule};
 pub use checkpoint::Policy as CheckpointPolicy;
 pub use replayer::{replay, Replayer};
+pub use replay_session::ReplaySession;
+pub use debug::{Registers, Resume, SessionOptions, Stop, Watchpoint, WatchKind, When};
 pub use session::{Outcome, ReplayOptions, Report};
 pub use sync_trace::{Switchable, SyncRecord};

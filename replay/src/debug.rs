@@ -1,0 +1,173 @@
+//! The interactive replay session: the one door through which the gdb
+//! server (`stub/`), the TUI and scripts debug a recording, forwards and
+//! backwards. rr's ReplaySession + ReplayTimeline are the model: the
+//! session owns one replayed process (the [`crate::session`] engine), a
+//! [`Timeline`](crate::timeline) of checkpoints taken as the user moves
+//! forwards, the user's breakpoints and watchpoints, and answers with a
+//! [`Stop`] that says why it stopped.
+//!
+//! Going backwards restores the latest checkpoint before the target and
+//! replays forwards from it (never from the program's start unless nothing
+//! is earlier). Every stop has a [`Mark`], a position exact to the
+//! instruction; going to a mark twice lands on the same registers and
+//! memory.
+
+pub use crate::mark::Mark;
+pub use crate::epoch::Epoch;
+use crate::failure::Failure;
+use std::time::Duration;
+use weft_record::Tid;
+
+/// How the interactive session replays.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The schedule to replay under (the saved one, or the one a search
+    /// found): it must make the replay valid, or the session stops at the
+    /// first unmatched event.
+    pub schedule: crate::Schedule,
+    /// How long a thread may run without a scheduling point before the
+    /// replay stops with a livelock.
+    pub livelock_timeout: Duration,
+    /// Replay time between two checkpoints the timeline takes as the user
+    /// moves forwards (also the epoch stride until the trace has epochs).
+    pub checkpoint_interval: Duration,
+    /// Checkpoints kept at most (each holds the pages written since the
+    /// one before, copy-on-write); the thinning keeps older ones sparser.
+    pub max_checkpoints: usize,
+    /// Echo the program's recorded stdout/stderr writes as the replay
+    /// passes them the first time.
+    pub echo: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            schedule: crate::Schedule::default(),
+            livelock_timeout: Duration::from_secs(120),
+            checkpoint_interval: Duration::from_millis(50),
+            max_checkpoints: 256,
+            echo: false,
+        }
+    }
+}
+
+/// What a watchpoint catches (x86 debug registers: DR7's R/W bits; x86 has
+/// no read-only watchpoint, so `Read` traps on any access, as gdb's rwatch
+/// on x86 does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchKind {
+    /// Writes (gdb's `watch`).
+    Write,
+    /// Reads (gdb's `rwatch`; any access traps).
+    Read,
+    /// Reads and writes (gdb's `awatch`).
+    Access,
+}
+
+/// A hardware watchpoint: `len` bytes (1, 2, 4 or 8, aligned to `len`)
+/// at `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Watchpoint {
+    /// First byte watched.
+    pub addr: u64,
+    /// Bytes watched: 1, 2, 4 or 8.
+    pub len: u8,
+    /// What traps.
+    pub kind: WatchKind,
+}
+
+/// How to resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Run forwards until a breakpoint, watchpoint, signal or the end.
+    Continue,
+    /// Execute one instruction of this thread (other threads may run
+    /// before it, in the recorded schedule; their stops come first).
+    Step(Tid),
+    /// Run backwards to the last breakpoint or watchpoint hit before the
+    /// current position, or to the start of the recording.
+    ReverseContinue,
+    /// Go back exactly one instruction of this thread.
+    ReverseStep(Tid),
+}
+
+/// Why the session stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// Thread `tid` hit the breakpoint at `pc` (its pc is `pc`).
+    Breakpoint { tid: Tid, pc: u64 },
+    /// Thread `tid` accessed watchpoint `watch`; it stopped after the
+    /// accessing instruction. `old` and `new` are the watched bytes before
+    /// and after it.
+    Watchpoint { tid: Tid, watch: Watchpoint, old: Vec<u8>, new: Vec<u8> },
+    /// A [`Resume::Step`] or [`Resume::ReverseStep`] finished.
+    Step { tid: Tid },
+    /// Thread `tid` is about to receive the recorded signal `signo`, with
+    /// the recorded `siginfo_t` bytes.
+    Signal { tid: Tid, signo: i32, siginfo: Vec<u8> },
+    /// Thread `tid` was created by thread `parent`.
+    ThreadCreated { tid: Tid, parent: Tid },
+    /// Thread `tid` exited (the process goes on).
+    ThreadExited { tid: Tid },
+    /// The end of the recording: the program exited with `code`.
+    Exited { code: i32 },
+    /// The end of the recording: signal `signo` killed the program in
+    /// thread `tid`, which stands at the recorded faulting instruction.
+    Killed { tid: Tid, signo: i32 },
+    /// Going backwards reached the start of the recording.
+    StartOfRecording { tid: Tid },
+    /// The replay cannot go further: it diverged from the recording at
+    /// this failure (everything before it is the recorded run).
+    Diverged { tid: Tid, failure: Failure },
+    /// The client asked to stop ([`ReplaySession::resume`]'s `interrupt`).
+    Interrupted { tid: Tid },
+}
+
+impl Stop {
+    /// The thread the stop is in.
+    pub fn tid(&self) -> Tid {
+        match self {
+            Stop::Breakpoint { tid, .. }
+            | Stop::Watchpoint { tid, .. }
+            | Stop::Step { tid }
+            | Stop::Signal { tid, .. }
+            | Stop::ThreadCreated { tid, .. }
+            | Stop::ThreadExited { tid }
+            | Stop::Killed { tid, .. }
+            | Stop::StartOfRecording { tid }
+            | Stop::Diverged { tid, .. }
+            | Stop::Interrupted { tid } => *tid,
+            Stop::Exited { .. } => 0,
+        }
+    }
+}
+
+/// A thread's registers: the general ones (`fs_base` and `gs_base`
+/// included) and the x87/SSE state.
+#[derive(Clone, Copy)]
+pub struct Registers {
+    /// General registers, as ptrace's PTRACE_GETREGS.
+    pub regs: libc::user_regs_struct,
+    /// x87 and SSE registers, as PTRACE_GETFPREGS (FXSAVE layout).
+    pub fpregs: libc::user_fpregs_struct,
+}
+
+/// Where the session is, for `monitor when`.
+#[derive(Debug, Clone)]
+pub struct When {
+    /// The exact position.
+    pub mark: Mark,
+    /// Events in the trace, the end included.
+    pub events: u64,
+    /// The epoch the position is in.
+    pub epoch: usize,
+}
+
+/// One checkpoint the user made (`monitor checkpoint`).
+#[derive(Debug, Clone)]
+pub struct UserCheckpoint {
+    /// Its number, for `monitor restart N`.
+    pub id: usize,
+    /// Where it is.
+    pub mark: Mark,
+}
