@@ -1,0 +1,216 @@
+//! The ptrace control of one tracee thread: resuming it to its next
+//! scheduling point, stepping it over weft's breakpoints, completing or
+//! skipping the syscall it is entering, and reaping the process at its end.
+//! Every tracee thread sits in a ptrace stop except the one resumed here.
+
+use super::{Advance, At, Entry, ProcessEnd, Session};
+use crate::checkpoint::AltStack;
+use crate::remote;
+use crate::sync_points::{Hit, Op, StepOver};
+use anyhow::{anyhow, bail, Result};
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal as NixSignal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use weft_record::syscalls::{self, Class};
+use weft_record::tracee::{self, Regs};
+
+impl Session<'_> {
+    /// Resumes thread `i` until its next scheduling point. Syscalls that are
+    /// not scheduling points run (or, for rseq, fail) on the way.
+    pub(super) fn advance(&mut self, i: usize) -> Result<Advance> {
+        loop {
+            let (tid, sig) = (self.state.threads[i].tid, match self.state.threads[i].at {
+                At::Deliver(s) => Some(s),
+                _ => None,
+            });
+            self.state.threads[i].at = At::Ready;
+            self.state.threads[i].caller = None;
+            if sig.is_none() {
+                self.step_over_breakpoint(i)?;
+            }
+            self.watchdog.arm(tid);
+            ptrace::syscall(tid, sig)?;
+            let status = waitpid(tid, Some(WaitPidFlag::__WALL));
+            let fired = self.watchdog.disarm();
+            match status? {
+                WaitStatus::PtraceSyscall(_) => {
+                    let regs = ptrace::getregs(tid)?;
+                    self.state.threads[i].regs = regs;
+                    if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
+                        self.set_altstack(i, &regs);
+                        continue;
+                    }
+                    self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
+                    let nr = regs.orig_rax as i64;
+                    match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
+                        Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
+                        Class::Execute => self.read_altstack(i, &regs),
+                        _ => {
+                            let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
+                            self.state.threads[i].at = At::Entry(entry);
+                            return Ok(Advance::Point);
+                        }
+                    }
+                }
+                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
+                    return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
+                }
+                WaitStatus::Stopped(_, NixSignal::SIGTRAP) if self.breakpoint(i)? => {
+                    if matches!(self.state.threads[i].at, At::Sync(_)) {
+                        return Ok(Advance::Point);
+                    }
+                }
+                WaitStatus::Stopped(_, sig) => {
+                    self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    self.state.threads[i].at = At::Fault(sig);
+                    return Ok(Advance::Point);
+                }
+                // A thread only reaches its exit here when a signal kills
+                // the process (exits at scheduling points are handled there).
+                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                    let _ = ptrace::cont(tid, None);
+                    return Ok(Advance::End(self.drain()?));
+                }
+                other => bail!("unexpected stop of thread {tid}: {other:?}"),
+            }
+        }
+    }
+
+    /// At the entry of a syscall thread `i` executes (`regs`): a
+    /// sigaltstack with a new stack has it read now, before the call
+    /// overwrites the buffer with the old one (both may be one buffer).
+    pub(super) fn read_altstack(&mut self, i: usize, regs: &Regs) {
+        if regs.orig_rax as i64 != libc::SYS_sigaltstack || regs.rdi == 0 {
+            return;
+        }
+        let word = |k: u64| self.mem.read_u64(regs.rdi + 8 * k).ok();
+        let (Some(sp), Some(flags), Some(size)) = (word(0), word(1), word(2)) else { return };
+        let flags = flags as u32;
+        let stack = (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
+        self.state.threads[i].altstack_call = Some(stack);
+    }
+
+    /// At the exit of a syscall thread `i` executed (`regs`): a successful
+    /// sigaltstack sets or disables the stack read at its entry
+    /// (sigaltstack(2)), which checkpoints restore.
+    pub(super) fn set_altstack(&mut self, i: usize, regs: &Regs) {
+        let t = &mut self.state.threads[i];
+        if let Some(stack) = t.altstack_call.take() {
+            if regs.orig_rax as i64 == libc::SYS_sigaltstack && regs.rax == 0 {
+                t.altstack = stack;
+            }
+        }
+    }
+
+    /// Thread `i` stopped with SIGTRAP: if one of our breakpoints did it,
+    /// back its pc up over the int3 and say whether this is a
+    /// synchronization point for it (`at` becomes Sync) or not (Ready).
+    pub(super) fn breakpoint(&mut self, i: usize) -> Result<bool> {
+        let t = &mut self.state.threads[i];
+        let mut regs = ptrace::getregs(t.tid)?;
+        let Some(hit) = self.state.sync.hit(&self.mem, i, &regs)? else { return Ok(false) };
+        let pc = regs.rip.wrapping_sub(1);
+        regs.rip = pc;
+        ptrace::setregs(t.tid, regs)?;
+        t.regs = regs;
+        t.at = match hit {
+            Hit::Sync(op) => At::Sync(op),
+            Hit::Entered | Hit::Passing => At::Ready,
+        };
+        if self.state.sync_trace.wanted() && matches!(hit, Hit::Sync(Op::Acquire(_))) {
+            t.caller = self.mem.read_u64(regs.rsp).ok();
+        }
+        Ok(true)
+    }
+
+    /// A thread resuming at one of our int3s first executes the original
+    /// instruction alone (the other threads are stopped, so none can miss
+    /// the breakpoint meanwhile).
+    pub(super) fn step_over_breakpoint(&mut self, i: usize) -> Result<()> {
+        let (tid, pc) = (self.state.threads[i].tid, self.state.threads[i].regs.rip);
+        let byte = match self.state.sync.step_over(pc) {
+            None => return Ok(()),
+            Some(StepOver::Skip(len)) => {
+                self.state.threads[i].regs.rip += len;
+                return Ok(ptrace::setregs(tid, self.state.threads[i].regs)?);
+            }
+            Some(StepOver::Step(byte)) => byte,
+        };
+        self.mem.write(pc, &[byte])?;
+        ptrace::step(tid, None)?;
+        let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
+        self.mem.write(pc, &[0xcc])?;
+        match status {
+            WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
+                self.state.threads[i].regs = ptrace::getregs(tid)?;
+                Ok(())
+            }
+            other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
+        }
+    }
+
+    /// Skips the syscall thread `i` is entering and makes it return `result`.
+    pub(super) fn finish_syscall(&mut self, i: usize, result: i64) -> Result<()> {
+        let t = &mut self.state.threads[i];
+        t.regs.orig_rax = u64::MAX;
+        ptrace::setregs(t.tid, t.regs)?;
+        self.execute(i)?;
+        self.set_result(i, result)
+    }
+
+    /// Runs the syscall thread `i` is entering to its exit stop.
+    pub(super) fn execute(&mut self, i: usize) -> Result<Regs> {
+        let tid = self.state.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => {}
+            other => bail!("thread {tid} did not complete its syscall: {other:?}"),
+        }
+        let regs = ptrace::getregs(tid)?;
+        self.state.threads[i].regs = regs;
+        self.state.threads[i].at = At::Ready;
+        Ok(regs)
+    }
+
+    pub(super) fn set_result(&mut self, i: usize, result: i64) -> Result<()> {
+        let t = &mut self.state.threads[i];
+        t.regs.rax = result as u64;
+        ptrace::setregs(t.tid, t.regs)?;
+        Ok(())
+    }
+
+    /// Lets every remaining thread die and returns how the process ended:
+    /// waits until the thread-group leader is reported (after all the
+    /// other threads), not until no child is left, since checkpoint
+    /// templates are weft's children too. Only this thread's tracees are
+    /// waited for (__WNOTHREAD): other replays may run in other threads.
+    pub(super) fn drain(&mut self) -> Result<ProcessEnd> {
+        let mut end = None;
+        while end.is_none() {
+            match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == self.pid => end = Some(ProcessEnd::Exited(code)),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == self.pid => end = Some(ProcessEnd::Killed(sig as i32)),
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {}
+                Ok(status) => {
+                    if let Some(pid) = status.pid() {
+                        let _ = ptrace::cont(pid, None);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for t in &mut self.state.threads {
+            t.at = At::Exited;
+        }
+        end.ok_or_else(|| anyhow!("the replayed process vanished without an exit status"))
+    }
+
+    /// Ends the replayed process after a failure.
+    pub(super) fn kill(&mut self) {
+        let _ = nix::sys::signal::kill(self.pid, NixSignal::SIGKILL);
+        let _ = self.drain();
+    }
+}

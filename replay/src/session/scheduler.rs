@@ -1,0 +1,338 @@
+//! The scheduler's choices: the loop that runs one thread at a time from
+//! scheduling point to scheduling point, seed 000's default order (the
+//! log's next thread; while it cannot run, the free threads take turns),
+//! the preemptions a schedule adds (Algorithm 1's `sync<n,t>`, read as a
+//! [`Grant`]), and the checks at the end of a replay.
+
+use super::{Advance, At, Grant, Observed, Outcome, ProcessEnd, Session, Step, Thread, Until};
+use crate::digest;
+use crate::failure::Failure;
+use crate::position::Position;
+use crate::sync_points::Op;
+use crate::sync_trace::{Switchable, SyncRecord};
+use anyhow::Result;
+use nix::sys::signal::Signal as NixSignal;
+use weft_record::event::{signal_name, End, EventKind};
+use weft_record::syscalls;
+use weft_record::tracee;
+use weft_record::Tid;
+
+impl Session<'_> {
+    /// The scheduler's loop, from the program's start or from a
+    /// checkpoint's point.
+    pub(super) fn run(&mut self) -> Result<Outcome> {
+        let mut cur = self.resume.map_or(0, |(i, _)| i);
+        let mut resume = self.resume.map(|(_, op)| op);
+        loop {
+            let step = match resume.take() {
+                Some(op) => self.sync_point(cur, op)?,
+                None => {
+                    if matches!(self.state.threads[cur].at, At::Ready | At::Deliver(_)) {
+                        match self.advance(cur)? {
+                            Advance::Point => {}
+                            Advance::End(end) => return self.finish(end),
+                            Advance::Livelock(pc) => {
+                                if let Some(rec) = self.killed_at_end() {
+                                    let end = self.kill_as_recorded(rec)?;
+                                    return self.finish(end);
+                                }
+                                let seconds = self.opts.livelock_timeout.as_secs();
+                                return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
+                            }
+                        }
+                    }
+                    self.state.threads[cur].steps += 1;
+                    self.step(cur)?
+                }
+            };
+            match step {
+                Step::Stay => self.note(cur),
+                Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
+                    Ok(next) => {
+                        tracing::trace!(event = self.state.pos, from = self.state.threads[cur].rec, to = self.state.threads[next].rec, "switch");
+                        if self.state.granted.map(|g| g.thread) != Some(next) {
+                            self.state.granted = None;
+                        }
+                        self.state.switches += 1;
+                        self.state.threads[next].last_ran = self.state.switches;
+                        cur = next;
+                        self.note(cur);
+                    }
+                    Err(failure) => match self.killed_at_end() {
+                        Some(rec) => {
+                            let end = self.kill_as_recorded(rec)?;
+                            return self.finish(end);
+                        }
+                        None => return Ok(Outcome::Invalid(failure)),
+                    },
+                },
+                Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
+                Step::End(end) => return self.finish(end),
+            }
+        }
+    }
+
+    /// Handles the scheduling point thread `i` is at.
+    pub(super) fn step(&mut self, i: usize) -> Result<Step> {
+        if let Some(s) = self.async_signal_due(i) {
+            if let Some(step) = self.deliver_async(i, s)? {
+                return Ok(step);
+            }
+        }
+        match self.state.threads[i].at {
+            At::Entry(e) if e.nr == libc::SYS_futex => self.futex(i, e),
+            At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
+            At::Fault(sig) => {
+                let pc = self.state.threads[i].regs.rip;
+                let observed = match tracee::rdtsc_at(&self.mem, pc) {
+                    Some((len, rdtscp)) if sig == NixSignal::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
+                    _ => Observed::Signal(sig, pc),
+                };
+                self.event_point(i, observed)
+            }
+            At::Woken(result) => {
+                self.finish_syscall(i, result)?;
+                Ok(Step::Stay)
+            }
+            At::Sync(op) => {
+                self.state.threads[i].at = At::Ready;
+                self.sync_point(i, Some(op))
+            }
+            At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
+            At::Ready | At::Deliver(_) => Ok(Step::Stay),
+        }
+    }
+
+    /// A synchronization point: preempt as the schedule says, else switch
+    /// to the thread of the log's next event when it can run, else let
+    /// the free threads take turns ([`Session::rotate`]).
+    ///
+    /// A thread preempted to runs under a [`Grant`] (its points are
+    /// no-ops until the grant ends). `op` is the pthread operation thread
+    /// `i` is at (`None` at a futex wake). A checkpoint may be taken
+    /// first. Errors: taking the checkpoint failed.
+    pub(super) fn sync_point(&mut self, i: usize, op: Option<Op>) -> Result<Step> {
+        self.checkpoint(i, op)?;
+        self.state.sync_count += 1;
+        let granted = self.grant_holds(i, op);
+        let default = match self.next_owner() {
+            _ if granted => i,
+            Some(j) if j == i => i,
+            Some(j) if self.runnable(j) => j,
+            _ => self.rotate(i),
+        };
+        self.record_sync(i, default, granted);
+        tracing::trace!(n = self.state.sync_count, tid = self.state.threads[i].rec, site = %format_args!("{:#x}", self.site(i)), ?op, event = self.state.pos, granted, "synchronization");
+        if granted {
+            return Ok(Step::Stay);
+        }
+        Ok(match self.preemption() {
+            Some(j) if self.runnable(j) => {
+                let until = match op {
+                    Some(Op::Acquire(lock)) => Until::Released(lock),
+                    _ => Until::Acquire,
+                };
+                self.state.granted = Some(Grant { thread: j, until });
+                if j == i { Step::Stay } else { Step::Switch(Some(j)) }
+            }
+            _ if default == i => Step::Stay,
+            _ => Step::Switch(Some(default)),
+        })
+    }
+
+    /// Whether thread `i`, at a synchronization point at `op`, runs on
+    /// under a preemption's grant; ends the grant when it does not.
+    pub(super) fn grant_holds(&mut self, i: usize, op: Option<Op>) -> bool {
+        let Some(grant) = self.state.granted.as_mut().filter(|g| g.thread == i) else { return false };
+        let ends = match (grant.until, op) {
+            (Until::Released(lock), Some(Op::Released(object))) => object == lock,
+            (Until::Released(_), _) => false,
+            (Until::Acquired, _) => true,
+            (Until::Acquire, op) => {
+                if matches!(op, Some(Op::Acquire(_))) {
+                    grant.until = Until::Acquired;
+                }
+                false
+            }
+        };
+        if ends {
+            self.state.granted = None;
+        }
+        !ends
+    }
+
+    /// The thread the schedule preempts to at the current synchronization
+    /// count, if any.
+    pub(super) fn preemption(&self) -> Option<usize> {
+        self.opts.schedule.preemption_at(self.state.sync_count).and_then(|rec| self.state.by_rec.get(&rec).copied())
+    }
+
+    /// Adds the synchronization operation thread `i` is at to the sync
+    /// trace; `then` is the thread the default replay runs next.
+    pub(super) fn record_sync(&mut self, i: usize, then: usize, granted: bool) {
+        if !self.state.sync_trace.wanted() {
+            return;
+        }
+        let switchable = (0..self.state.threads.len()).filter(|&j| !granted && j != i && self.switchable(j));
+        let record = SyncRecord {
+            n: self.state.sync_count,
+            tid: self.state.threads[i].rec,
+            label: self.site(i),
+            next_event: self.state.pos,
+            last_event: self.state.threads[i].last_event,
+            then: self.state.threads[then].rec,
+            switchable: switchable.map(|j| Switchable { tid: self.state.threads[j].rec, label: self.site(j) }).collect(),
+        };
+        self.state.sync_trace.push(record);
+    }
+
+    /// The thread to run at thread `i`'s synchronization point when the
+    /// log's next thread cannot run: the free thread (`i` included) that
+    /// was last switched to longest ago. The threads that run while the
+    /// log's next thread waits take turns at their synchronization
+    /// points, as they would progress side by side on several cores.
+    pub(super) fn rotate(&self, i: usize) -> usize {
+        let threads = &self.state.threads;
+        (0..threads.len()).filter(|&j| j == i || self.free(j)).min_by_key(|&j| (threads[j].last_ran, j)).unwrap_or(i)
+    }
+
+    /// Whether thread `j` is stopped where it can simply be resumed.
+    pub(super) fn free(&self, j: usize) -> bool {
+        matches!(self.state.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_))
+    }
+
+    /// The thread to run when the current one cannot: the owner of the
+    /// log's next event if it can run; else the free thread whose next
+    /// event comes first in the log (seed 000's deterministic next thread);
+    /// else a deadlock.
+    pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
+        if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
+            return Ok(j);
+        }
+        let free = (0..self.state.threads.len())
+            .filter(|&j| self.free(j))
+            .min_by_key(|&j| (self.next_event_of(self.state.threads[j].rec), j));
+        if let Some(j) = free {
+            return Ok(j);
+        }
+        let expected = self.trace.events.get(self.state.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
+        let threads = self.state.threads.iter().map(|t| self.describe_thread(t)).collect();
+        let label = self.next_owner().map_or(0, |j| self.site(j));
+        Err(Failure::Deadlock { at: self.position(0), label, expected, threads })
+    }
+
+    pub(super) fn describe_thread(&self, t: &Thread) -> String {
+        let state = match t.at {
+            At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => "runnable".to_string(),
+            At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
+            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
+            At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
+            At::Exited => "exited".to_string(),
+        };
+        format!("thread {} (pc {:#x}): {state}", t.rec, t.regs.rip)
+    }
+
+    /// The thread the log's next event belongs to, if it exists.
+    pub(super) fn next_owner(&self) -> Option<usize> {
+        let e = self.trace.events.get(self.state.pos)?;
+        self.state.by_rec.get(&e.tid).copied()
+    }
+
+    /// Index of thread `rec`'s next event at or after the current one.
+    pub(super) fn next_event_of(&self, rec: Tid) -> usize {
+        let Some(list) = self.thread_events.get(&rec) else { return usize::MAX };
+        let k = list.partition_point(|&e| e < self.state.pos);
+        list.get(k).copied().unwrap_or(usize::MAX)
+    }
+
+    /// Whether thread `j` can run: not gone, and not blocked unless a
+    /// signal due now interrupts its wait.
+    pub(super) fn runnable(&self, j: usize) -> bool {
+        match self.state.threads[j].at {
+            At::Exited => false,
+            At::Blocked(_) => self.async_signal_due(j).is_some_and(|s| self.can_interrupt_wait(j, s)),
+            _ => true,
+        }
+    }
+
+    /// Whether switching to thread `j` would run some of its code: it is
+    /// free, or about to make a futex call; a thread waiting for its turn
+    /// at a logged event would only hand control back.
+    pub(super) fn switchable(&self, j: usize) -> bool {
+        self.free(j)
+            || match self.state.threads[j].at {
+                At::Sync(_) => true,
+                At::Entry(e) => e.nr == libc::SYS_futex && !syscalls::is_logged_futex(&e.args),
+                _ => false,
+            }
+    }
+
+    /// The program point thread `i` is about to execute: at a pthread
+    /// function's entry breakpoint, its caller, which tells one lock or
+    /// wait of the program from another; elsewhere its pc.
+    pub(super) fn site(&self, i: usize) -> u64 {
+        let t = &self.state.threads[i];
+        t.caller.unwrap_or(t.regs.rip)
+    }
+
+    pub(super) fn position(&self, i: usize) -> Position {
+        Position { event: self.state.pos as u64, tid: self.state.threads[i].rec, steps: self.state.threads[i].steps }
+    }
+
+    /// Records a scheduling decision in the digest.
+    pub(super) fn note(&mut self, cur: usize) {
+        let Some(d) = self.state.digest.as_mut() else { return };
+        d.add(self.state.pos as u64, self.state.threads[cur].rec, self.state.threads.iter().map(|t| (t.rec, &t.regs)));
+    }
+
+    /// Compares how the replay ended with the log's end event.
+    pub(super) fn finish(&mut self, end: ProcessEnd) -> Result<Outcome> {
+        let observed = match end {
+            ProcessEnd::Exited(code) => format!("exited with status {code}"),
+            ProcessEnd::Killed(signo) => {
+                let d = self.state.last_delivery.unwrap_or_default();
+                format!("killed by {} in thread {} at pc {:#x}", signal_name(signo), d.rec, d.pc)
+            }
+        };
+        let Some(expected) = self.trace.events.get(self.state.pos) else {
+            return Ok(Outcome::Invalid(self.incomplete()));
+        };
+        let EventKind::End(recorded) = &expected.kind else {
+            return Ok(Outcome::Invalid(Failure::WrongEnd {
+                event: self.state.pos as u64,
+                expected: format!("event #{} {expected}", self.state.pos),
+                observed: format!("the program {observed}"),
+            }));
+        };
+        let same = match (recorded, end) {
+            (End::Exited(a), ProcessEnd::Exited(b)) => *a == b,
+            (End::Killed { signo, tid, pc, .. }, ProcessEnd::Killed(s)) => {
+                let d = self.state.last_delivery.unwrap_or_default();
+                *signo == s && d.rec == *tid && (d.pc == *pc || !d.exact)
+            }
+            _ => false,
+        };
+        if !same {
+            return Ok(Outcome::Invalid(Failure::WrongEnd { event: self.state.pos as u64, expected: recorded.to_string(), observed }));
+        }
+        Ok(Outcome::Valid { end: recorded.clone(), events: self.state.pos as u64 + 1 })
+    }
+
+    /// The log ran out before the replay did: every readable event was
+    /// matched, and the trace says why there are no more.
+    pub(super) fn incomplete(&self) -> Failure {
+        let why = self.trace.damage.as_ref().map_or("the trace has no end event".into(), |d| d.to_string());
+        Failure::IncompleteTrace { matched: self.state.pos as u64, why }
+    }
+
+    /// [`Report::fingerprint`] of the replay stopping with `outcome`.
+    pub(super) fn fingerprint(&self, outcome: &Outcome) -> u64 {
+        let how = match outcome {
+            Outcome::Valid { .. } => String::new(),
+            Outcome::Invalid(f) => f.to_string(),
+        };
+        let states: Vec<String> = self.state.threads.iter().map(|t| format!("{:?}", t.at)).collect();
+        let threads = self.state.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
+        digest::hash_point(self.state.pos as u64, how.as_bytes(), threads)
+    }
+}
