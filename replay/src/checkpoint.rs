@@ -216,6 +216,19 @@ impl Template {
     }
 }
 
+impl Template {
+    /// Memory only this frozen copy holds, in bytes: the pages the replay
+    /// has written since it was taken (Private_Clean + Private_Dirty in
+    /// /proc/PID/smaps_rollup); 0 when unreadable.
+    pub fn private_bytes(&self) -> u64 {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", self.pid)) else { return 0 };
+        let kib = |key: &str| -> u64 {
+            text.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
+        };
+        (kib("Private_Clean:") + kib("Private_Dirty:")) << 10
+    }
+}
+
 impl Drop for Template {
     fn drop(&mut self) {
         discard(&[self.pid]);
@@ -358,7 +371,7 @@ fn prefix(schedule: &Schedule, n: u64) -> Vec<Preemption> {
 }
 
 /// MemAvailable from /proc/meminfo, in bytes.
-fn available_memory() -> Option<u64> {
+pub(crate) fn available_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -23,10 +23,12 @@ pub mod mark;
 pub mod position;
 mod remote;
 mod replay_session;
+mod reverse;
 mod replayer;
 pub mod schedule;
 mod session;
 mod sync_points;
+mod timeline;
 pub mod sync_trace;
 mod watchdog;
 

@@ -1,28 +1,89 @@
 //! [`ReplaySession`]: the interactive replay session (see `debug.rs` for
-//! its vocabulary). One replayed process at a time; checkpoints in the
-//! [`Timeline`](crate::timeline::Timeline) make going backwards cheap.
+//! its vocabulary). It drives one replayed process (the engine in
+//! `session/`), keeps the [`Timeline`] of checkpoints it takes as the user
+//! moves forwards, knows where it is as a [`Mark`], and moves backwards by
+//! restoring a checkpoint and replaying forwards (`reverse.rs`).
 
 use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watchpoint, When};
-use crate::epoch::Epoch;
+use crate::epoch::{self, Epoch};
 use crate::failure::Failure;
-use anyhow::Result;
+use crate::mark::{Leg, Mark, TrapSet};
+use crate::session::{Goal, Halt, Session, Watchpoints};
+use crate::timeline::{Saved, Timeline};
+use crate::{Outcome, ReplayOptions};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use weft_record::{Tid, Trace};
+use std::sync::Arc;
+use std::time::Instant;
+use weft_record::{End, Tid, Trace};
 
 /// An interactive replay of one trace. Created at the start of the
-/// recording (the first thread stopped at the program's first
-/// instruction, the dynamic loader's entry).
+/// recording: the first thread stopped at the program's first
+/// instruction (the dynamic loader's entry).
 pub struct ReplaySession<'a> {
-    trace: &'a Trace,
+    pub(crate) trace: &'a Trace,
+    opts: ReplayOptions,
+    pub(crate) sopts: SessionOptions,
+    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+    pub(crate) live: Session<'a>,
+    pub(crate) timeline: Timeline,
+    /// Where the live process is.
+    pub(crate) mark: Mark,
+    breakpoints: BTreeSet<u64>,
+    watchpoints: Watchpoints,
+    /// The traps as a leg of a mark counts them.
+    pub(crate) traps: Arc<TrapSet>,
+    /// Each watchpoint's bytes at its last hit, for the next hit's old value.
+    values: HashMap<Watchpoint, Vec<u8>>,
+    /// The live process is at the end of the replay (the recorded end,
+    /// or a divergence): going forwards repeats this stop.
+    end: Option<Stop>,
+    /// What the user changed (registers, memory) since the live process
+    /// left the recorded run.
+    changed: Option<String>,
+    known_failure: Option<Failure>,
+    user_checkpoints: Vec<(UserCheckpoint, Saved)>,
+    /// The furthest event the replay has shown output for.
+    furthest: u64,
 }
 
 impl<'a> ReplaySession<'a> {
     /// Starts the recorded program under `opts`, stopped at its first
     /// instruction. Errors: the program cannot be started (missing
     /// executable copy, ptrace refused).
-    pub fn start(trace: &'a Trace, opts: SessionOptions) -> Result<Self> {
-        let _ = opts;
-        unimplemented!("{}", trace.events.len())
+    pub fn start(trace: &'a Trace, sopts: SessionOptions) -> Result<Self> {
+        let opts = ReplayOptions {
+            schedule: sopts.schedule.clone(),
+            livelock_timeout: sopts.livelock_timeout,
+            echo_from: if sopts.echo { 0 } else { usize::MAX },
+            ..Default::default()
+        };
+        let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
+        for (i, e) in trace.events.iter().enumerate() {
+            thread_events.entry(e.tid).or_default().push(i);
+        }
+        let thread_events = Arc::new(thread_events);
+        let mut live = Session::launch(trace, &opts, thread_events.clone(), None)?;
+        live.set_interactive();
+        Ok(Self {
+            trace,
+            timeline: Timeline::new(sopts.max_checkpoints),
+            opts,
+            sopts,
+            thread_events,
+            live,
+            mark: Mark::segment_start(0, trace.meta.pid, 0),
+            breakpoints: BTreeSet::new(),
+            watchpoints: Watchpoints::default(),
+            traps: Arc::default(),
+            values: HashMap::new(),
+            end: None,
+            changed: None,
+            known_failure: None,
+            user_checkpoints: Vec::new(),
+            furthest: 0,
+        })
     }
 
     /// The trace being replayed.
@@ -32,32 +93,34 @@ impl<'a> ReplaySession<'a> {
 
     /// The executable the replay runs (the recorded path, or the trace's
     /// copy when the file changed since): what gdb loads symbols from.
-    pub fn exe_path(&self) -> PathBuf {
-        unimplemented!()
+    /// Errors: the trace has no copy of it.
+    pub fn exe_path(&self) -> Result<PathBuf> {
+        crate::session::executable(self.trace)
     }
 
     /// The recorded tids of the threads alive now, in creation order.
     pub fn threads(&self) -> Vec<Tid> {
-        unimplemented!()
+        self.live.live_threads()
     }
 
     /// The thread of the last stop (the first thread at the start).
     pub fn current_tid(&self) -> Tid {
-        unimplemented!()
+        self.live.current()
     }
 
     /// Thread `tid`'s registers. Errors: no such live thread.
     pub fn registers(&self, tid: Tid) -> Result<Registers> {
-        let _ = tid;
-        unimplemented!()
+        let (regs, fpregs) = self.live.registers(tid)?;
+        Ok(Registers { regs, fpregs })
     }
 
     /// Sets thread `tid`'s registers. The replay after it is marked
     /// diverged until the user goes back to before the change. Errors: no
     /// such live thread.
     pub fn set_registers(&mut self, tid: Tid, regs: &Registers) -> Result<()> {
-        let _ = (tid, regs);
-        unimplemented!()
+        self.live.set_registers(tid, &regs.regs, &regs.fpregs)?;
+        self.changed.get_or_insert_with(|| format!("the registers of thread {tid} were changed at {}", self.mark));
+        Ok(())
     }
 
     /// Reads up to `buf.len()` bytes of the process's memory at `addr`
@@ -65,120 +128,415 @@ impl<'a> ReplaySession<'a> {
     /// hidden). Returns how many bytes could be read (fewer at an unmapped
     /// page; 0 when `addr` is unmapped).
     pub fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize {
-        let _ = (addr, buf);
-        unimplemented!()
+        self.live.read_memory(addr, buf)
     }
 
     /// Writes `data` at `addr`; the replay after it is marked diverged
     /// until the user goes back to before the change. Errors: unmapped.
     pub fn write_memory(&mut self, addr: u64, data: &[u8]) -> Result<()> {
-        let _ = (addr, data);
-        unimplemented!()
+        self.live.write_memory(addr, data)?;
+        self.changed.get_or_insert_with(|| format!("memory at {addr:#x} was written at {}", self.mark));
+        Ok(())
     }
 
-    /// The process's auxiliary vector (`/proc/PID/auxv` bytes).
+    /// The process's auxiliary vector (`/proc/PID/auxv` bytes). Errors:
+    /// /proc unreadable.
     pub fn auxv(&self) -> Result<Vec<u8>> {
-        unimplemented!()
+        self.live.auxv()
     }
 
     /// Sets a software breakpoint at `addr`. Errors: unmapped address.
     pub fn add_breakpoint(&mut self, addr: u64) -> Result<()> {
-        let _ = addr;
-        unimplemented!()
+        self.live.add_breakpoint(addr).with_context(|| format!("cannot set a breakpoint at {addr:#x}"))?;
+        self.breakpoints.insert(addr);
+        self.traps_changed();
+        Ok(())
     }
 
     /// Removes the breakpoint at `addr` (no error if there is none).
+    /// Errors: the int3 could not be removed.
     pub fn remove_breakpoint(&mut self, addr: u64) -> Result<()> {
-        let _ = addr;
-        unimplemented!()
+        self.live.remove_breakpoint(addr)?;
+        self.breakpoints.remove(&addr);
+        self.traps_changed();
+        Ok(())
     }
 
     /// Sets a hardware watchpoint in every replayed thread. Errors: all 4
     /// debug registers in use, a length other than 1, 2, 4, 8, or an
     /// address not aligned to its length.
     pub fn add_watchpoint(&mut self, watch: Watchpoint) -> Result<()> {
-        let _ = watch;
-        unimplemented!()
+        let mut w = self.watchpoints.clone();
+        w.add(watch)?;
+        self.live.set_watchpoints(&w)?;
+        self.watchpoints = w;
+        let mut now = vec![0; usize::from(watch.len)];
+        self.read_memory(watch.addr, &mut now);
+        self.values.insert(watch, now);
+        self.traps_changed();
+        Ok(())
     }
 
-    /// Removes a watchpoint (no error if it is not set).
+    /// Removes a watchpoint (no error if it is not set). Errors: ptrace.
     pub fn remove_watchpoint(&mut self, watch: Watchpoint) -> Result<()> {
-        let _ = watch;
-        unimplemented!()
+        if self.watchpoints.remove(watch) {
+            self.live.set_watchpoints(&self.watchpoints)?;
+            self.values.remove(&watch);
+            self.traps_changed();
+        }
+        Ok(())
     }
 
-    /// Resumes as `how` says until a stop. `interrupt` is polled now and
-    /// then (at most every few milliseconds of replay); when it returns
-    /// true the session stops with [`Stop::Interrupted`]. Errors: weft's
-    /// own failures (ptrace); a replay that diverges is a [`Stop::Diverged`].
+    fn traps_changed(&mut self) {
+        self.traps = Arc::new(TrapSet { breakpoints: self.breakpoints.iter().copied().collect(), watchpoints: self.watchpoints.iter().collect() });
+    }
+
+    /// Resumes as `how` says until a stop. `interrupt` is polled at every
+    /// segment start the replay passes, at least every
+    /// [`SessionOptions::checkpoint_interval`] of replay time; when it
+    /// returns true the session stops with [`Stop::Interrupted`]. Errors:
+    /// weft's own failures (ptrace); a replay that diverges is a
+    /// [`Stop::Diverged`].
     pub fn resume(&mut self, how: Resume, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
-        let _ = (how, interrupt);
-        unimplemented!()
+        match how {
+            Resume::Continue => self.forward(None, interrupt),
+            Resume::Step(tid) => self.forward(Some(tid), interrupt),
+            Resume::ReverseContinue => self.reverse_continue(interrupt),
+            Resume::ReverseStep(tid) => self.reverse_step(tid),
+        }
+    }
+
+    /// Runs forwards (one instruction of `step`'s thread, or until a
+    /// trap), taking checkpoints on the way.
+    fn forward(&mut self, step: Option<Tid>, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
+        if let Some(end) = &self.end {
+            return Ok(end.clone());
+        }
+        let step = step.map(|t| self.live.thread_index(t).ok_or_else(|| anyhow!("no live thread {t}"))).transpose()?;
+        loop {
+            let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
+            match self.run(&Goal { step, pause_at, traps: true, ..Goal::default() })? {
+                Halt::Segment => {
+                    self.maybe_checkpoint()?;
+                    if interrupt() {
+                        return Ok(Stop::Interrupted { tid: self.live.current() });
+                    }
+                }
+                halt => return Ok(self.stop_for(halt)),
+            }
+        }
+    }
+
+    /// Runs the engine to `goal` and moves the mark along.
+    pub(crate) fn run(&mut self, goal: &Goal) -> Result<Halt> {
+        let halt = self.live.run_to(goal)?;
+        let (point, tid) = (self.live.points(), self.live.current());
+        if point != self.mark.point || tid != self.mark.tid || halt == Halt::Segment {
+            self.mark = Mark::segment_start(0, tid, point);
+        }
+        self.mark.event = self.live.event();
+        self.furthest = self.furthest.max(self.mark.event);
+        match halt {
+            Halt::Breakpoint | Halt::Watch(_) => self.mark.push(Leg::Traps(self.traps.clone(), 1)),
+            Halt::Stepped(true) => self.mark.push(Leg::Steps(1)),
+            _ => {}
+        }
+        Ok(halt)
+    }
+
+    /// The [`Stop`] for a halt of the engine.
+    pub(crate) fn stop_for(&mut self, halt: Halt) -> Stop {
+        let tid = self.live.current();
+        let stop = match halt {
+            Halt::Breakpoint => {
+                let pc = self.live.registers(tid).map_or(0, |(r, _)| r.rip);
+                Stop::Breakpoint { tid, pc }
+            }
+            Halt::Watch(slot) => match self.watchpoints.get(slot) {
+                Some(watch) => {
+                    let mut new = vec![0; usize::from(watch.len)];
+                    self.read_memory(watch.addr, &mut new);
+                    let old = self.values.insert(watch, new.clone()).unwrap_or_else(|| new.clone());
+                    Stop::Watchpoint { tid, watch, old, new }
+                }
+                None => Stop::Step { tid },
+            },
+            Halt::Stepped(_) | Halt::Segment => Stop::Step { tid },
+            Halt::Signal { signo, fatal: true, .. } => Stop::Killed { tid, signo },
+            Halt::Signal { signo, siginfo, .. } => Stop::Signal { tid, signo, siginfo },
+            Halt::Exiting(code) => Stop::Exited { code },
+            Halt::Finished(Outcome::Valid { end: End::Exited(code), .. }) => Stop::Exited { code },
+            Halt::Finished(Outcome::Valid { end: End::Killed { signo, tid, .. }, .. }) => Stop::Killed { tid, signo },
+            Halt::Finished(Outcome::Invalid(failure)) => Stop::Diverged { tid, failure },
+        };
+        if matches!(stop, Stop::Killed { .. } | Stop::Exited { .. } | Stop::Diverged { .. }) {
+            self.end = Some(stop.clone());
+        }
+        stop
+    }
+
+    /// Takes a timeline checkpoint at the segment start the live process
+    /// is at, unless one is there or the process left the recorded run.
+    pub(crate) fn maybe_checkpoint(&mut self) -> Result<()> {
+        if self.changed.is_some() || !self.timeline.wants(self.mark.point) {
+            return Ok(());
+        }
+        if let Some((template, snapshot)) = self.live.fork_here()? {
+            self.timeline.add(Saved { mark: self.mark.clone(), template, snapshot });
+        }
+        Ok(())
+    }
+
+    /// Makes a process rebuilt from `origin` the live process, with the
+    /// user's breakpoints and watchpoints. Errors: the process could not
+    /// be rebuilt.
+    pub(crate) fn restore(&mut self, origin: Origin) -> Result<()> {
+        let saved = match origin {
+            Origin::Start => None,
+            Origin::Timeline(k) => Some(self.timeline.get(k)),
+            Origin::User(k) => Some(&self.user_checkpoints[k].1),
+        };
+        let mark = saved.map_or_else(|| Mark::segment_start(0, self.trace.meta.pid, 0), |s| s.mark.clone());
+        let mut live = match saved {
+            Some(s) => {
+                let tids = s.snapshot.spawn(&s.template)?;
+                Session::resumed(self.trace, &self.opts, self.thread_events.clone(), None, s.snapshot.clone(), tids)?
+            }
+            None => Session::launch(self.trace, &self.opts, self.thread_events.clone(), None)?,
+        };
+        live.set_interactive();
+        live.set_echo_from(if self.sopts.echo { self.furthest as usize } else { usize::MAX });
+        live.set_watchpoints(&self.watchpoints)?;
+        live.set_breakpoints(&self.breakpoints)?;
+        let mut old = std::mem::replace(&mut self.live, live);
+        old.end();
+        self.mark = mark;
+        self.end = None;
+        self.changed = None;
+        Ok(())
+    }
+
+    /// Goes to `target`: restores the latest checkpoint before it (unless
+    /// the live process is already on the way there) and replays forwards.
+    /// Errors: `target` is past the end of the replay, or not reachable.
+    pub(crate) fn seek(&mut self, target: &Mark) -> Result<()> {
+        if *target == self.mark && self.changed.is_none() {
+            return Ok(());
+        }
+        let saved = self.timeline.latest_before(target, true);
+        let ahead = self.end.is_none()
+            && self.changed.is_none()
+            && self.mark.surely_before(target)
+            && saved.is_none_or(|k| self.timeline.get(k).mark.point <= self.mark.point);
+        if !ahead {
+            self.restore(saved.map_or(Origin::Start, Origin::Timeline))?;
+        }
+        self.to_segment(target.point)?;
+        if self.mark.point != target.point {
+            bail!("segment {} has no start in this replay", target.point);
+        }
+        for leg in &target.path {
+            self.walk(leg)?;
+        }
+        self.mark = target.clone();
+        Ok(())
+    }
+
+    /// Replays to the first segment start at or after `point`, passing
+    /// traps silently. Errors: the replay ends before it.
+    pub(crate) fn to_segment(&mut self, point: u64) -> Result<()> {
+        while self.mark.point < point || !self.mark.at_segment_start() {
+            let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
+            match self.run(&Goal { point: Some(point), pause_at, ..Goal::default() })? {
+                Halt::Segment => self.maybe_checkpoint()?,
+                Halt::Signal { fatal: false, .. } => {}
+                halt => {
+                    let stop = self.stop_for(halt);
+                    bail!("the replay ends before segment {point} ({stop:?})");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks one leg of a mark from where the live process is.
+    fn walk(&mut self, leg: &Leg) -> Result<()> {
+        let point = self.mark.point;
+        match leg {
+            Leg::Traps(set, n) => {
+                self.with_traps(set, |s| {
+                    for _ in 0..*n {
+                        let halt = s.run(&Goal { traps: true, ..Goal::default() })?;
+                        if !matches!(halt, Halt::Breakpoint | Halt::Watch(_)) || s.mark.point != point {
+                            bail!("a position in segment {point} is not reached again ({halt:?})");
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            Leg::Steps(m) => {
+                let step = Some(self.live.thread_index(self.mark.tid).ok_or_else(|| anyhow!("no thread {}", self.mark.tid))?);
+                let bare = TrapSet { breakpoints: Vec::new(), watchpoints: self.watchpoints.iter().collect() };
+                self.with_traps(&bare, |s| {
+                    for _ in 0..*m {
+                        let halt = s.run(&Goal { step, traps: true, ..Goal::default() })?;
+                        if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || s.mark.point != point {
+                            bail!("a position in segment {point} is not reached again ({halt:?})");
+                        }
+                    }
+                    Ok(())
+                })
+            }
+        }
+    }
+
+    /// Runs `f` with the live process's traps set to `set`, then puts the
+    /// user's back.
+    pub(crate) fn with_traps<T>(&mut self, set: &TrapSet, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let mut w = Watchpoints::default();
+        for &watch in &set.watchpoints {
+            w.add(watch)?;
+        }
+        self.live.set_watchpoints(&w)?;
+        self.live.set_breakpoints(&set.breakpoints.iter().copied().collect())?;
+        let result = f(self);
+        self.live.set_watchpoints(&self.watchpoints)?;
+        self.live.set_breakpoints(&self.breakpoints)?;
+        result
     }
 
     /// Where the session is.
     pub fn when(&self) -> When {
-        unimplemented!()
+        When { mark: self.mark.clone(), events: self.trace.events.len() as u64, epoch: epoch::index_of(self.timeline.boundaries(), &self.mark) }
     }
 
-    /// Goes (forwards or backwards) to the moment just before log event
-    /// `event` happens. Errors: `event` past the end of the trace.
+    /// Goes (forwards or backwards) to the start of the first segment at
+    /// which log event `event` is the next to happen. Errors: `event` past
+    /// the end of the trace, or the replay ends before it.
     pub fn goto_event(&mut self, event: u64) -> Result<Stop> {
-        let _ = event;
-        unimplemented!()
+        let events = self.trace.events.len() as u64;
+        if event >= events {
+            bail!("event {event} is past the end of the recording (it has {events} events, 0 to {})", events.saturating_sub(1));
+        }
+        let saved = self.timeline.boundaries().iter().rev().find(|m| m.event <= event).cloned();
+        let here = (self.mark.event <= event && self.end.is_none() && self.changed.is_none()).then(|| self.mark.clone());
+        let start = match (saved, here) {
+            (Some(s), Some(h)) if h.point >= s.point => h,
+            (Some(s), _) => s,
+            (None, Some(h)) => h,
+            (None, None) => Mark::segment_start(0, self.trace.meta.pid, 0),
+        };
+        self.seek(&start)?;
+        while self.mark.event < event || !self.mark.at_segment_start() {
+            let next = self.mark.point + 1;
+            self.to_segment(next)?;
+        }
+        Ok(Stop::Step { tid: self.live.current() })
     }
 
-    /// The epochs known so far (the recording is cut into them as the
-    /// replay moves forwards), in order.
+    /// The epochs known so far, in order (the recording is cut into them
+    /// as the replay moves forwards; see `epoch.rs`).
     pub fn epochs(&self) -> Vec<Epoch> {
-        unimplemented!()
+        epoch::epochs(self.trace, self.timeline.boundaries(), self.furthest)
     }
 
     /// Goes to the start of epoch `n`. Errors: no such epoch.
     pub fn goto_epoch(&mut self, n: usize) -> Result<Stop> {
-        let _ = n;
-        unimplemented!()
+        let start = epoch::start(self.trace, self.timeline.boundaries(), n)?;
+        self.seek(&start)?;
+        Ok(Stop::Step { tid: self.live.current() })
     }
 
     /// Goes back to the start of the current epoch, or to the start of the
-    /// previous one when already there.
+    /// previous one when already there. Errors: rebuilding the process.
     pub fn epoch_back(&mut self) -> Result<Stop> {
-        unimplemented!()
+        let k = epoch::index_of(self.timeline.boundaries(), &self.mark);
+        let start = epoch::start(self.trace, self.timeline.boundaries(), k)?;
+        let target = if start == self.mark && k > 0 { epoch::start(self.trace, self.timeline.boundaries(), k - 1)? } else { start };
+        self.seek(&target)?;
+        Ok(if target.point == 0 { Stop::StartOfRecording { tid: self.live.current() } } else { Stop::Step { tid: self.live.current() } })
     }
 
     /// Makes a checkpoint here (rr's `checkpoint`). Errors: the process
-    /// cannot be checkpointed at this stop (a thread at a signal delivery).
+    /// cannot be checkpointed at this stop (a thread at a signal delivery,
+    /// shared writable memory, before the program's first syscall), or
+    /// the user changed it.
     pub fn checkpoint(&mut self) -> Result<UserCheckpoint> {
-        unimplemented!()
+        if let Some(why) = &self.changed {
+            bail!("no checkpoint of a process that left the recorded run: {why}");
+        }
+        let Some((template, snapshot)) = self.live.fork_here()? else {
+            bail!("the process cannot be checkpointed at this stop (a thread at a signal delivery, shared writable memory, or before its first syscall)");
+        };
+        let id = self.user_checkpoints.last().map_or(1, |(c, _)| c.id + 1);
+        let c = UserCheckpoint { id, mark: self.mark.clone() };
+        self.user_checkpoints.push((c.clone(), Saved { mark: self.mark.clone(), template, snapshot }));
+        Ok(c)
     }
 
     /// The user's checkpoints.
     pub fn checkpoints(&self) -> Vec<UserCheckpoint> {
-        unimplemented!()
+        self.user_checkpoints.iter().map(|(c, _)| c.clone()).collect()
     }
 
     /// Goes to checkpoint `id` (rr's `restart N`). Errors: no such id.
     pub fn restart(&mut self, id: usize) -> Result<Stop> {
-        let _ = id;
-        unimplemented!()
+        let k = self.user_checkpoints.iter().position(|(c, _)| c.id == id).ok_or_else(|| anyhow!("no checkpoint {id}"))?;
+        self.restore(Origin::User(k))?;
+        Ok(Stop::Step { tid: self.live.current() })
     }
 
-    /// Why the replay cannot go past some point, if it cannot: the
-    /// schedule does not make it valid (the first unmatched event), or the
-    /// user changed registers or memory (then a `String` says what).
+    /// Why the replay is not the recorded run here, if it is not: the
+    /// user changed registers or memory, or the replay reached the first
+    /// event the schedule does not match.
     pub fn divergence(&self) -> Option<String> {
-        unimplemented!()
+        if let Some(why) = &self.changed {
+            return Some(format!("{why}; the replay from there on is not the recorded run (go back to before it)"));
+        }
+        match &self.end {
+            Some(Stop::Diverged { failure, .. }) => Some(format!("the replay diverges from the recording here: {failure}")),
+            _ => self.known_failure.as_ref().map(|f| format!("the replay diverges from the recording later: {f}")),
+        }
+    }
+
+    /// Says that a replay under this session's schedule fails with
+    /// `failure` (a search found no valid schedule): shown by
+    /// [`ReplaySession::divergence`].
+    pub fn set_known_failure(&mut self, failure: Failure) {
+        self.known_failure = Some(failure);
     }
 
     /// The failure a replay of this trace under its schedule meets, when
-    /// known (set by the caller that searched; shown at connect).
+    /// known.
     pub fn known_failure(&self) -> Option<&Failure> {
-        unimplemented!()
+        self.known_failure.as_ref()
+    }
+
+    /// Checkpoints the timeline holds.
+    pub fn checkpoint_count(&self) -> usize {
+        self.timeline.len()
     }
 
     /// Memory held by the timeline's checkpoints, in bytes (pages the
     /// checkpoint processes own privately, from /proc/PID/smaps_rollup).
     pub fn checkpoint_memory(&self) -> u64 {
-        unimplemented!()
+        self.timeline.memory()
+    }
+}
+
+/// Where a restored live process comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Origin {
+    /// A new launch of the program.
+    Start,
+    /// The timeline's checkpoint of this index.
+    Timeline(usize),
+    /// The user's checkpoint of this index.
+    User(usize),
+}
+
+impl Drop for ReplaySession<'_> {
+    fn drop(&mut self) {
+        self.live.end();
     }
 }

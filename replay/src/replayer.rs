@@ -7,6 +7,7 @@ use crate::session::{ReplayOptions, Report, Session, Snapshot};
 use anyhow::Result;
 use nix::unistd::Pid;
 use std::collections::HashMap;
+use std::sync::Arc;
 use weft_record::{Tid, Trace};
 
 /// Replays `trace` on one core and validates it against the log, starting
@@ -24,7 +25,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
 /// whether it resumed or not.
 pub struct Replayer<'a> {
     trace: &'a Trace,
-    thread_events: HashMap<Tid, Vec<usize>>,
+    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
     checkpoints: Option<Checkpoints<Snapshot>>,
 }
 
@@ -35,7 +36,7 @@ impl<'a> Replayer<'a> {
         for (i, e) in trace.events.iter().enumerate() {
             thread_events.entry(e.tid).or_default().push(i);
         }
-        Self { trace, thread_events, checkpoints: None }
+        Self { trace, thread_events: Arc::new(thread_events), checkpoints: None }
     }
 
     /// A replayer that takes checkpoints as `policy` says.
@@ -55,8 +56,8 @@ impl<'a> Replayer<'a> {
         let resumed = self.checkpoints.as_mut().and_then(|store| resume(store, opts));
         let store = self.checkpoints.as_mut();
         match resumed {
-            Some((snapshot, tids)) => Session::resumed(self.trace, opts, &self.thread_events, store, snapshot, tids)?.replay(),
-            None => Session::launch(self.trace, opts, &self.thread_events, store)?.replay(),
+            Some((snapshot, tids)) => Session::resumed(self.trace, opts, self.thread_events.clone(), store, snapshot, tids)?.replay(),
+            None => Session::launch(self.trace, opts, self.thread_events.clone(), store)?.replay(),
         }
     }
 }

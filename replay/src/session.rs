@@ -13,9 +13,16 @@ mod async_signal;
 mod control;
 mod emulate;
 mod scheduler;
+mod inspect;
+mod snapshot;
+mod step;
+mod traps;
 
-use crate::checkpoint::{self, AltStack, Checkpoints, Template, ThreadImage};
-use crate::remote;
+pub(crate) use scheduler::{Goal, Halt};
+pub(crate) use snapshot::Snapshot;
+pub(crate) use traps::Watchpoints;
+
+use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
 use crate::failure::Failure;
 use crate::futex::{Queues, Wait};
@@ -28,6 +35,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -68,7 +76,7 @@ impl Default for ReplayOptions {
 }
 
 /// The result of a replay.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Every logged event was met, in order, and the program ended as
     /// recorded.
@@ -178,6 +186,13 @@ struct Thread {
     altstack: Option<AltStack>,
     /// The stack a sigaltstack call it is in sets, until the call returns.
     altstack_call: Option<Option<AltStack>>,
+    /// The int3 at its pc stopped it (a synchronization point's or the
+    /// debugger's): resuming steps over the original instruction. A
+    /// thread that single-stepped onto an int3 executes it instead.
+    taken: Option<u64>,
+    /// It stopped at a debugger breakpoint that shares its int3 with a
+    /// synchronization point: executing the int3 again is that point.
+    reported: Option<u64>,
 }
 
 impl Thread {
@@ -197,6 +212,8 @@ impl Thread {
             last_ran: 0,
             altstack: None,
             altstack_call: None,
+            taken: None,
+            reported: None,
         }
     }
 }
@@ -258,24 +275,42 @@ enum Advance {
     End(ProcessEnd),
     /// The watchdog stopped it.
     Livelock(u64),
+    /// It stopped for the debugger.
+    Halt(Halt),
 }
 
 pub(crate) struct Session<'a> {
     trace: &'a Trace,
-    opts: &'a ReplayOptions,
+    opts: ReplayOptions,
     pid: Pid,
     mem: Memory,
     /// Each recorded thread's event indices, ascending.
-    thread_events: &'a HashMap<Tid, Vec<usize>>,
+    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
     watchdog: Watchdog,
     /// Where checkpoints go (`None`: none are taken).
     checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
     /// When the last checkpoint was taken or resumed from, and at which
     /// synchronization count.
     since_checkpoint: (Instant, u64),
-    /// Where a resumed replay starts: the thread and its synchronization
-    /// operation, not yet counted (`None`: at the program's start).
-    resume: Option<(usize, Option<Op>)>,
+    /// Whether the replay resumed from a checkpoint.
+    resumed: bool,
+    /// The thread the scheduler runs.
+    cur: usize,
+    /// A synchronization point of `cur` still to handle: where a replay
+    /// resumed from an exploration checkpoint starts (its operation, not
+    /// yet counted).
+    pending: Option<Option<Op>>,
+    /// The debugger's watchpoints, in every thread's debug registers.
+    watchpoints: Watchpoints,
+    /// Debugger breakpoints whose address is not mapped yet (a library
+    /// the replay has not loaded at this point): set after each file mmap.
+    pending_breakpoints: std::collections::BTreeSet<u64>,
+    /// Interactive: stop before the recorded end (the exit_group, the
+    /// fatal signal) instead of ending the process, and at signals.
+    interactive: bool,
+    /// What an interactive replay stops for after the scheduling point
+    /// just handled (a recorded signal, the end).
+    halt: Option<Halt>,
     state: State,
 }
 
@@ -304,40 +339,24 @@ struct State {
     syscall_insn: Option<u64>,
     /// Switches so far.
     switches: u64,
-}
-
-/// A replay at a synchronization point, kept with a checkpoint's
-/// [`Template`] to resume the replay there: its [`State`], every thread's
-/// [`ThreadImage`], and the point (thread `cur` at operation `op`, not yet
-/// counted).
-#[derive(Clone)]
-pub(crate) struct Snapshot {
-    state: State,
-    images: Vec<Option<ThreadImage>>,
-    cur: usize,
-    op: Option<Op>,
-}
-
-impl Snapshot {
-    /// Whether a replay with `opts` can resume from it: it keeps the same
-    /// digest and sync trace (the schedule is the checkpoint's business).
-    pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
-        self.state.digest.is_some() == opts.digest && self.state.sync_trace.capacity() == opts.sync_trace_len
-    }
-
-    /// A new process from `template` with this snapshot's threads.
-    /// Errors as [`Template::spawn`].
-    pub(crate) fn spawn(&self, template: &Template) -> Result<Vec<Option<Pid>>> {
-        template.spawn(&self.images, self.cur)
-    }
+    /// Scheduling points handled so far: the index of the current
+    /// segment (the run of one thread between two scheduling points).
+    points: u64,
+    /// Thread `cur` has run part of the current segment (a debugger stop
+    /// within it), so the loop is not at the segment's start.
+    mid_segment: bool,
+    /// The single step a debugger asked for went through a scheduling
+    /// point (a syscall, a pthread breakpoint): it is done when its
+    /// thread next runs.
+    stepping: Option<usize>,
 }
 
 impl<'a> Session<'a> {
     /// Starts the program as recorded: argv, env, cwd, AT_RANDOM, ASLR off.
     pub(crate) fn launch(
         trace: &'a Trace,
-        opts: &'a ReplayOptions,
-        thread_events: &'a HashMap<Tid, Vec<usize>>,
+        opts: &ReplayOptions,
+        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
     ) -> Result<Self> {
         let meta = &trace.meta;
@@ -359,68 +378,60 @@ impl<'a> Session<'a> {
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
         let main = Thread::new(meta.pid, pid, regs, 0);
-        Ok(Session {
+        let state = State {
+            threads: vec![main],
+            by_rec: HashMap::from([(meta.pid, 0)]),
+            pos: 0,
+            sync_count: 0,
+            granted: None,
+            futexes: Queues::default(),
+            sync: SyncPoints::default(),
+            digest: opts.digest.then(Digest::default),
+            warned: HashSet::new(),
+            last_delivery: None,
+            sync_trace: SyncTrace::new(opts.sync_trace_len),
+            syscall_insn: None,
+            switches: 0,
+            points: 0,
+            mid_segment: false,
+            stepping: None,
+        };
+        Ok(Self::new(trace, opts, thread_events, checkpoints, pid, mem, state))
+    }
+
+    /// A session over the process `pid` in `state`.
+    fn new(
+        trace: &'a Trace,
+        opts: &ReplayOptions,
+        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+        checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+        pid: Pid,
+        mem: Memory,
+        state: State,
+    ) -> Self {
+        Session {
             trace,
-            opts,
+            opts: opts.clone(),
             pid,
             mem,
             thread_events,
             watchdog: Watchdog::start(opts.livelock_timeout),
             checkpoints,
-            since_checkpoint: (Instant::now(), 0),
-            resume: None,
-            state: State {
-                threads: vec![main],
-                by_rec: HashMap::from([(meta.pid, 0)]),
-                pos: 0,
-                sync_count: 0,
-                granted: None,
-                futexes: Queues::default(),
-                sync: SyncPoints::default(),
-                digest: opts.digest.then(Digest::default),
-                warned: HashSet::new(),
-                last_delivery: None,
-                sync_trace: SyncTrace::new(opts.sync_trace_len),
-                syscall_insn: None,
-                switches: 0,
-            },
-        })
-    }
-
-    /// Goes on from a checkpoint's snapshot in the process whose threads
-    /// are `tids`.
-    pub(crate) fn resumed(
-        trace: &'a Trace,
-        opts: &'a ReplayOptions,
-        thread_events: &'a HashMap<Tid, Vec<usize>>,
-        checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
-        s: Snapshot,
-        tids: Vec<Option<Pid>>,
-    ) -> Result<Self> {
-        let mut state = s.state;
-        for (t, tid) in state.threads.iter_mut().zip(&tids) {
-            if let Some(tid) = tid {
-                t.tid = *tid;
-            }
-        }
-        let pid = state.threads[s.cur].tid;
-        Ok(Session {
-            trace,
-            opts,
-            pid,
-            mem: Memory::open(pid)?,
-            thread_events,
-            watchdog: Watchdog::start(opts.livelock_timeout),
-            checkpoints,
             since_checkpoint: (Instant::now(), state.sync_count),
-            resume: Some((s.cur, s.op)),
+            resumed: false,
+            cur: 0,
+            pending: None,
+            watchpoints: Watchpoints::default(),
+            pending_breakpoints: Default::default(),
+            interactive: false,
+            halt: None,
             state,
-        })
+        }
     }
 
     /// Runs the replay to its end and reports.
     pub(crate) fn replay(mut self) -> Result<Report> {
-        let resumed_at = self.resume.map(|_| self.state.sync_count);
+        let resumed_at = self.resumed.then_some(self.state.sync_count);
         let outcome = self.run();
         let fingerprint = outcome.as_ref().map_or(0, |o| self.fingerprint(o));
         if !matches!(outcome, Ok(Outcome::Valid { .. })) {
@@ -434,67 +445,12 @@ impl<'a> Session<'a> {
             resumed_at,
         })
     }
-
-    /// A snapshot of this replay at thread `cur`'s synchronization point
-    /// `op`, for a checkpoint; `None` when a thread is in a state a
-    /// checkpoint cannot rebuild (a signal stop), or when memory is shared
-    /// writable (a fork would not copy it).
-    fn snapshot(&self, cur: usize, op: Option<Op>) -> Result<Option<Snapshot>> {
-        // The leader may have exited; the current thread is alive.
-        if checkpoint::has_shared_writable(self.state.threads[cur].tid) {
-            return Ok(None);
-        }
-        let mut images = Vec::with_capacity(self.state.threads.len());
-        for t in &self.state.threads {
-            let entry = match t.at {
-                At::Exited => {
-                    images.push(None);
-                    continue;
-                }
-                At::Ready => false,
-                At::Entry(_) | At::Blocked(_) | At::Woken(_) => true,
-                At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
-            };
-            images.push(Some(ThreadImage::read(t.tid, t.regs, entry, t.altstack)?));
-        }
-        Ok(Some(Snapshot { state: self.state.clone(), images, cur, op }))
-    }
-
-    /// Takes a checkpoint at thread `i`'s synchronization point `op` when
-    /// the schedule preempts at this operation, or when the policy's
-    /// interval has passed since the last one and the schedule has a
-    /// preemption still to come. Past its last preemption a replay is an
-    /// exploration attempt that will most likely be discarded; should it be
-    /// admitted, the next attempts take checkpoints on their way.
-    fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
-        let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
-        let (last, at) = self.since_checkpoint;
-        let preempts = self.opts.schedule.preemption_at(self.state.sync_count + 1).is_some();
-        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.state.sync_count);
-        if at == self.state.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
-            return Ok(());
-        }
-        self.since_checkpoint = (Instant::now(), self.state.sync_count);
-        let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
-            return Ok(());
-        };
-        if !self.checkpoints.as_mut().is_some_and(|c| c.make_room()) {
-            return Ok(());
-        }
-        let Some(snapshot) = self.snapshot(i, op)? else { return Ok(()) };
-        let Some(template) = Template::fork(self.state.threads[i].tid, &self.state.threads[i].regs, insn)? else { return Ok(()) };
-        tracing::debug!(sync = self.state.sync_count, event = self.state.pos, "checkpoint");
-        if let Some(store) = self.checkpoints.as_mut() {
-            store.add(template, snapshot, self.state.sync_count, &self.opts.schedule);
-        }
-        Ok(())
-    }
 }
 
 /// The executable to run: the recorded path when its contents are
 /// unchanged (so the initial stack is laid out exactly as recorded),
 /// else the trace's copy. The dynamic loader must be unchanged.
-fn executable(trace: &Trace) -> Result<PathBuf> {
+pub(crate) fn executable(trace: &Trace) -> Result<PathBuf> {
     let meta = &trace.meta;
     let same = |original: &Path, copy: &Path| -> bool {
         match (std::fs::read(original), std::fs::read(copy)) {

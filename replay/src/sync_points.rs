@@ -11,7 +11,7 @@
 
 use anyhow::{Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use weft_record::tracee::Memory;
 
@@ -107,6 +107,9 @@ pub struct SyncPoints {
     /// Original byte under every int3 we placed, and whether the
     /// instruction there is `endbr64` (a no-op a thread may skip).
     original: HashMap<u64, (u8, bool)>,
+    /// The debugger's breakpoints: their int3s share `original` with the
+    /// synchronization points, so that neither removes the other's.
+    user: HashSet<u64>,
 }
 
 impl SyncPoints {
@@ -160,7 +163,7 @@ impl SyncPoints {
         let object = waiting.swap_remove(k).object;
         if waiting.is_empty() {
             self.returns.remove(&addr);
-            if !self.entries.contains_key(&addr) {
+            if !self.entries.contains_key(&addr) && !self.user.contains(&addr) {
                 self.disarm(mem, addr)?;
             }
         }
@@ -170,6 +173,48 @@ impl SyncPoints {
     /// How a thread stopped at `addr` gets past our int3 there, if any.
     pub fn step_over(&self, addr: u64) -> Option<StepOver> {
         self.original.get(&addr).map(|&(byte, endbr)| if endbr { StepOver::Skip(4) } else { StepOver::Step(byte) })
+    }
+
+    /// Sets a debugger breakpoint at `addr`. Errors: `addr` is not mapped.
+    pub fn set_user(&mut self, mem: &Memory, addr: u64) -> Result<()> {
+        self.arm(mem, addr)?;
+        self.user.insert(addr);
+        Ok(())
+    }
+
+    /// Removes the debugger breakpoint at `addr`; the int3 stays while a
+    /// synchronization point needs it.
+    pub fn clear_user(&mut self, mem: &Memory, addr: u64) -> Result<()> {
+        if self.user.remove(&addr) && !self.entries.contains_key(&addr) && !self.returns.contains_key(&addr) {
+            self.disarm(mem, addr)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a debugger breakpoint is set at `addr`.
+    pub fn is_user(&self, addr: u64) -> bool {
+        self.user.contains(&addr)
+    }
+
+    /// The debugger breakpoints set.
+    pub fn user(&self) -> impl Iterator<Item = u64> + '_ {
+        self.user.iter().copied()
+    }
+
+    /// Whether `addr` is a synchronization point's int3 (entry or return).
+    pub fn is_sync(&self, addr: u64) -> bool {
+        self.entries.contains_key(&addr) || self.returns.contains_key(&addr)
+    }
+
+    /// Puts the original bytes back over every int3 in `buf`, which holds
+    /// tracee memory read at `addr`: what the program's code really is.
+    pub fn shadow(&self, addr: u64, buf: &mut [u8]) {
+        let end = addr.saturating_add(buf.len() as u64);
+        for (&at, &(byte, _)) in &self.original {
+            if at >= addr && at < end {
+                buf[(at - addr) as usize] = byte;
+            }
+        }
     }
 
     fn arm(&mut self, mem: &Memory, addr: u64) -> Result<()> {

@@ -3,7 +3,8 @@
 //! skipping the syscall it is entering, and reaping the process at its end.
 //! Every tracee thread sits in a ptrace stop except the one resumed here.
 
-use super::{Advance, At, Entry, ProcessEnd, Session};
+use super::traps::Trapped;
+use super::{Advance, At, Entry, Halt, ProcessEnd, Session};
 use crate::checkpoint::AltStack;
 use crate::remote;
 use crate::sync_points::{Hit, Op, StepOver};
@@ -16,9 +17,11 @@ use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, Regs};
 
 impl Session<'_> {
-    /// Resumes thread `i` until its next scheduling point. Syscalls that are
-    /// not scheduling points run (or, for rseq, fail) on the way.
-    pub(super) fn advance(&mut self, i: usize) -> Result<Advance> {
+    /// Resumes thread `i` until its next scheduling point, or until a
+    /// debugger breakpoint or watchpoint when `traps` (else they are passed
+    /// silently). Syscalls that are not scheduling points run (or, for
+    /// rseq, fail) on the way.
+    pub(super) fn advance(&mut self, i: usize, traps: bool) -> Result<Advance> {
         loop {
             let (tid, sig) = (self.state.threads[i].tid, match self.state.threads[i].at {
                 At::Deliver(s) => Some(s),
@@ -27,7 +30,9 @@ impl Session<'_> {
             self.state.threads[i].at = At::Ready;
             self.state.threads[i].caller = None;
             if sig.is_none() {
-                self.step_over_breakpoint(i)?;
+                if let Some(slot) = self.step_over_breakpoint(i)?.filter(|_| traps) {
+                    return Ok(Advance::Halt(Halt::Watch(slot)));
+                }
             }
             self.watchdog.arm(tid);
             ptrace::syscall(tid, sig)?;
@@ -56,16 +61,17 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
-                WaitStatus::Stopped(_, NixSignal::SIGTRAP) if self.breakpoint(i)? => {
-                    if matches!(self.state.threads[i].at, At::Sync(_)) {
-                        return Ok(Advance::Point);
+                WaitStatus::Stopped(_, NixSignal::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
+                    Trapped::Halt(halt) => return Ok(Advance::Halt(halt)),
+                    Trapped::Passed => {}
+                    Trapped::No if self.breakpoint(i)? => {
+                        if matches!(self.state.threads[i].at, At::Sync(_)) {
+                            return Ok(Advance::Point);
+                        }
                     }
-                }
-                WaitStatus::Stopped(_, sig) => {
-                    self.state.threads[i].regs = ptrace::getregs(tid)?;
-                    self.state.threads[i].at = At::Fault(sig);
-                    return Ok(Advance::Point);
-                }
+                    Trapped::No => return self.faulted(i, NixSignal::SIGTRAP),
+                },
+                WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills
                 // the process (exits at scheduling points are handled there).
                 WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
@@ -75,6 +81,13 @@ impl Session<'_> {
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
+    }
+
+    /// Thread `i` stopped for signal `sig`: a scheduling point.
+    pub(super) fn faulted(&mut self, i: usize, sig: NixSignal) -> Result<Advance> {
+        self.state.threads[i].regs = ptrace::getregs(self.state.threads[i].tid)?;
+        self.state.threads[i].at = At::Fault(sig);
+        Ok(Advance::Point)
     }
 
     /// At the entry of a syscall thread `i` executes (`regs`): a
@@ -114,6 +127,7 @@ impl Session<'_> {
         regs.rip = pc;
         ptrace::setregs(t.tid, regs)?;
         t.regs = regs;
+        t.taken = Some(pc);
         t.at = match hit {
             Hit::Sync(op) => At::Sync(op),
             Hit::Entered | Hit::Passing => At::Ready,
@@ -124,16 +138,21 @@ impl Session<'_> {
         Ok(true)
     }
 
-    /// A thread resuming at one of our int3s first executes the original
-    /// instruction alone (the other threads are stopped, so none can miss
-    /// the breakpoint meanwhile).
-    pub(super) fn step_over_breakpoint(&mut self, i: usize) -> Result<()> {
+    /// A thread resuming at one of our int3s that stopped it first
+    /// executes the original instruction alone (the other threads are
+    /// stopped, so none can miss the breakpoint meanwhile). Returns the
+    /// debug register of a watchpoint that instruction accessed.
+    pub(super) fn step_over_breakpoint(&mut self, i: usize) -> Result<Option<usize>> {
         let (tid, pc) = (self.state.threads[i].tid, self.state.threads[i].regs.rip);
+        if self.state.threads[i].taken.take() != Some(pc) {
+            return Ok(None);
+        }
         let byte = match self.state.sync.step_over(pc) {
-            None => return Ok(()),
+            None => return Ok(None),
             Some(StepOver::Skip(len)) => {
                 self.state.threads[i].regs.rip += len;
-                return Ok(ptrace::setregs(tid, self.state.threads[i].regs)?);
+                ptrace::setregs(tid, self.state.threads[i].regs)?;
+                return Ok(None);
             }
             Some(StepOver::Step(byte)) => byte,
         };
@@ -144,7 +163,7 @@ impl Session<'_> {
         match status {
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
-                Ok(())
+                self.watch_trapped(tid)
             }
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
         }

@@ -3,7 +3,7 @@
 //! (inputs from the log, outputs checked and echoed, file mmaps filled from
 //! the trace's copies, clone, exit, kill, emulated futexes).
 
-use super::{At, Delivery, Entry, Observed, ProcessEnd, Session, Step, Thread};
+use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
 use crate::futex;
 use anyhow::{bail, Context, Result};
@@ -137,6 +137,11 @@ impl Session<'_> {
                 }
                 t.at = At::Deliver(*sig);
                 self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });
+                if self.interactive {
+                    let fatal = matches!(self.trace.events.get(self.state.pos).map(|e| &e.kind),
+                        Some(EventKind::End(End::Killed { signo, .. })) if *signo == s.signo);
+                    self.halt = Some(Halt::Signal { signo: s.signo, siginfo: s.siginfo.clone(), fatal });
+                }
                 Ok(Step::Stay)
             }
             (Observed::Rdtsc { len, .. }, EventKind::Rdtsc { tsc, aux, .. }) => {
@@ -183,6 +188,10 @@ impl Session<'_> {
             }
             Class::Kill => self.kill_syscall(i, e, s)?,
             Class::ThreadExit => return self.thread_exit(i),
+            Class::ExitGroup if self.interactive => {
+                // The recorded end: the process stays, at its exit_group.
+                self.halt = Some(Halt::Exiting(e.args[0] as i32));
+            }
             Class::ExitGroup => {
                 let tid = self.state.threads[i].tid;
                 ptrace::syscall(tid, None)?;
@@ -271,6 +280,7 @@ impl Session<'_> {
         if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !self.state.sync.installed() {
             self.state.sync.install_libc(&self.mem, &path, addr, e.args[5])?;
         }
+        self.insert_pending_breakpoints();
         Ok(Step::Stay)
     }
 
@@ -364,6 +374,9 @@ impl Session<'_> {
         self.state.by_rec.insert(rec_child, self.state.threads.len());
         let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
         self.state.threads.push(Thread::new(rec_child, child, ptrace::getregs(child)?, clear_child_tid));
+        if self.watchpoints.iter().next().is_some() {
+            self.watchpoints.apply(child)?;
+        }
         Ok(())
     }
 

@@ -11,65 +11,151 @@ use crate::position::Position;
 use crate::sync_points::Op;
 use crate::sync_trace::{Switchable, SyncRecord};
 use anyhow::Result;
+use std::time::Instant;
 use nix::sys::signal::Signal as NixSignal;
 use weft_record::event::{signal_name, End, EventKind};
 use weft_record::syscalls;
 use weft_record::tracee;
 use weft_record::Tid;
 
+/// What an interactive replay runs until (`run` runs to the end).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Goal {
+    /// Stop at the first segment start at or after this scheduling point.
+    pub point: Option<u64>,
+    /// Stop at the first segment start after this instant.
+    pub pause_at: Option<Instant>,
+    /// Execute one instruction of this thread (an index), then stop.
+    pub step: Option<usize>,
+    /// Stop at the debugger's breakpoints and watchpoints (else they are
+    /// passed silently).
+    pub traps: bool,
+}
+
+/// Why an interactive replay stopped; the thread is the loop's current one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Halt {
+    /// At the start of a segment, as the [`Goal`] asked.
+    Segment,
+    /// At a debugger breakpoint (the thread's pc is its address).
+    Breakpoint,
+    /// After an access to the watchpoint in this debug register.
+    Watch(usize),
+    /// The [`Goal::step`] is done; false when its instruction was a
+    /// scheduling point and the thread has not run since.
+    Stepped(bool),
+    /// The thread is about to receive a recorded signal (its event is
+    /// matched); `fatal` when it is the one that ended the recording.
+    Signal { signo: i32, siginfo: Vec<u8>, fatal: bool },
+    /// At the recorded exit: the exit_group is matched, not executed.
+    Exiting(i32),
+    /// The replay is over: ended as recorded, or invalid.
+    Finished(Outcome),
+}
+
 impl Session<'_> {
     /// The scheduler's loop, from the program's start or from a
-    /// checkpoint's point.
+    /// checkpoint's point, to the end.
     pub(super) fn run(&mut self) -> Result<Outcome> {
-        let mut cur = self.resume.map_or(0, |(i, _)| i);
-        let mut resume = self.resume.map(|(_, op)| op);
+        match self.run_to(&Goal::default())? {
+            Halt::Finished(outcome) => Ok(outcome),
+            other => anyhow::bail!("internal error: a replay to the end stopped at {other:?}"),
+        }
+    }
+
+    /// Runs the scheduler's loop until `goal` or the end.
+    pub(crate) fn run_to(&mut self, goal: &Goal) -> Result<Halt> {
         loop {
-            let step = match resume.take() {
-                Some(op) => self.sync_point(cur, op)?,
+            let cur = self.cur;
+            let step = match self.pending.take() {
+                Some(op) => self.point_handled(|s| s.sync_point(cur, op))?,
                 None => {
                     if matches!(self.state.threads[cur].at, At::Ready | At::Deliver(_)) {
-                        match self.advance(cur)? {
-                            Advance::Point => {}
-                            Advance::End(end) => return self.finish(end),
-                            Advance::Livelock(pc) => {
-                                if let Some(rec) = self.killed_at_end() {
-                                    let end = self.kill_as_recorded(rec)?;
-                                    return self.finish(end);
-                                }
-                                let seconds = self.opts.livelock_timeout.as_secs();
-                                return Ok(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }));
-                            }
+                        if let Some(halt) = self.segment(goal)? {
+                            return Ok(halt);
                         }
                     }
                     self.state.threads[cur].steps += 1;
-                    self.step(cur)?
+                    self.point_handled(|s| s.step(cur))?
                 }
             };
-            match step {
-                Step::Stay => self.note(cur),
-                Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
-                    Ok(next) => {
-                        tracing::trace!(event = self.state.pos, from = self.state.threads[cur].rec, to = self.state.threads[next].rec, "switch");
-                        if self.state.granted.map(|g| g.thread) != Some(next) {
-                            self.state.granted = None;
-                        }
-                        self.state.switches += 1;
-                        self.state.threads[next].last_ran = self.state.switches;
-                        cur = next;
-                        self.note(cur);
-                    }
-                    Err(failure) => match self.killed_at_end() {
-                        Some(rec) => {
-                            let end = self.kill_as_recorded(rec)?;
-                            return self.finish(end);
-                        }
-                        None => return Ok(Outcome::Invalid(failure)),
-                    },
-                },
-                Step::Fail(failure) => return Ok(Outcome::Invalid(failure)),
-                Step::End(end) => return self.finish(end),
+            if let Some(halt) = self.after(step)? {
+                return Ok(halt);
+            }
+            if let Some(halt) = self.halt.take() {
+                return Ok(halt);
             }
         }
+    }
+
+    /// Runs the current thread's segment (it is free to run) until its
+    /// next scheduling point, unless `goal` stops first; `Some` is a halt.
+    fn segment(&mut self, goal: &Goal) -> Result<Option<Halt>> {
+        let cur = self.cur;
+        if !self.state.mid_segment {
+            let at_point = goal.point.is_some_and(|p| self.state.points >= p);
+            if at_point || goal.pause_at.is_some_and(|t| Instant::now() >= t) {
+                return Ok(Some(Halt::Segment));
+            }
+        }
+        let advanced = if goal.step == Some(cur) { self.single_step(cur)? } else { self.advance(cur, goal.traps)? };
+        match advanced {
+            Advance::Point => Ok(None),
+            Advance::Halt(halt) => {
+                self.state.mid_segment = true;
+                Ok(Some(halt))
+            }
+            Advance::End(end) => self.finish(end).map(|o| Some(Halt::Finished(o))),
+            Advance::Livelock(pc) => {
+                if let Some(rec) = self.killed_at_end() {
+                    let end = self.kill_as_recorded(rec)?;
+                    return self.finish(end).map(|o| Some(Halt::Finished(o)));
+                }
+                let seconds = self.opts.livelock_timeout.as_secs();
+                Ok(Some(Halt::Finished(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }))))
+            }
+        }
+    }
+
+    /// Handles one scheduling point with `f`: the segment ends here.
+    fn point_handled(&mut self, f: impl FnOnce(&mut Self) -> Result<Step>) -> Result<Step> {
+        self.state.points += 1;
+        self.state.mid_segment = false;
+        f(self)
+    }
+
+    /// Carries out the scheduler's decision; `Some` when the replay is over.
+    fn after(&mut self, step: Step) -> Result<Option<Halt>> {
+        let cur = self.cur;
+        let outcome = match step {
+            Step::Stay => {
+                self.note(cur);
+                return Ok(None);
+            }
+            Step::Switch(to) => match to.map(Ok).unwrap_or_else(|| self.pick()) {
+                Ok(next) => {
+                    tracing::trace!(event = self.state.pos, from = self.state.threads[cur].rec, to = self.state.threads[next].rec, "switch");
+                    if self.state.granted.map(|g| g.thread) != Some(next) {
+                        self.state.granted = None;
+                    }
+                    self.state.switches += 1;
+                    self.state.threads[next].last_ran = self.state.switches;
+                    self.cur = next;
+                    self.note(next);
+                    return Ok(None);
+                }
+                Err(failure) => match self.killed_at_end() {
+                    Some(rec) => {
+                        let end = self.kill_as_recorded(rec)?;
+                        self.finish(end)?
+                    }
+                    None => Outcome::Invalid(failure),
+                },
+            },
+            Step::Fail(failure) => Outcome::Invalid(failure),
+            Step::End(end) => self.finish(end)?,
+        };
+        Ok(Some(Halt::Finished(outcome)))
     }
 
     /// Handles the scheduling point thread `i` is at.

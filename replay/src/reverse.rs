@@ -1,0 +1,306 @@
+//! Going backwards: reverse-continue and reverse-step, by replaying
+//! forwards from checkpoints (rr's ReplayTimeline does the same with
+//! marks). Without performance counters a moment is a [`Mark`]: a
+//! segment and the legs that reach it (see `mark.rs`).
+//!
+//! * reverse-continue scans the interval from the latest checkpoint
+//!   before the current mark up to it, with the user's traps set, and goes
+//!   to the last hit; with none there, the interval before, and so on to
+//!   the start of the recording. Each interval is at most one checkpoint
+//!   spacing of replay time, replayed twice (scan, then seek).
+//! * reverse-step goes to the moment one instruction earlier in the
+//!   thread: drop a trailing single step; after a trap, single-step from
+//!   the trap before it (or the segment's start) to the current one; at a
+//!   segment's start, single-step the thread's previous segment to its end.
+
+use crate::debug::{Stop, Watchpoint};
+use crate::mark::{Leg, Mark, TrapSet};
+use crate::replay_session::{Origin, ReplaySession};
+use crate::session::{Goal, Halt};
+use anyhow::{anyhow, bail, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_record::Tid;
+
+/// A hit of the user's traps found by a scan, and the stop it makes.
+struct Hit {
+    mark: Mark,
+    stop: Stop,
+}
+
+impl ReplaySession<'_> {
+    /// Goes back to the last hit of a breakpoint or watchpoint before the
+    /// current mark, or to the start of the recording. Errors: rebuilding
+    /// processes failed.
+    pub(crate) fn reverse_continue(&mut self, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
+        let set = self.traps.clone();
+        let mut hi = self.mark.clone();
+        while !set.is_empty() {
+            let from = self.timeline.latest_before(&hi, false);
+            let from_mark = from.map(|k| self.timeline.get(k).mark.clone());
+            self.restore(from.map_or(Origin::Start, Origin::Timeline))?;
+            let hits = self.scan(&hi, &set)?;
+            if let Some(hit) = hits.into_iter().last() {
+                self.seek(&hit.mark)?;
+                return Ok(hit.stop);
+            }
+            match from_mark {
+                Some(m) => hi = m,
+                None => break,
+            }
+            if interrupt() {
+                self.seek(&hi)?;
+                return Ok(Stop::Interrupted { tid: self.live.current() });
+            }
+        }
+        self.restore(Origin::Start)?;
+        Ok(Stop::StartOfRecording { tid: self.live.current() })
+    }
+
+    /// Replays from the live process's mark (before `hi`) to `hi` with the
+    /// traps of `set` and returns their hits, strictly before `hi`.
+    fn scan(&mut self, hi: &Mark, set: &Arc<TrapSet>) -> Result<Vec<Hit>> {
+        let mut hits = Vec::new();
+        let mut values = self.watch_values(&set.watchpoints);
+        while self.mark.point < hi.point {
+            let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
+            match self.run(&Goal { point: Some(hi.point), pause_at, traps: true, ..Goal::default() })? {
+                Halt::Segment if self.mark.point < hi.point => self.maybe_checkpoint()?,
+                Halt::Segment | Halt::Signal { fatal: false, .. } => {}
+                halt @ (Halt::Breakpoint | Halt::Watch(_)) => {
+                    let stop = self.hit_stop(&halt, &mut values);
+                    hits.push(Hit { mark: self.mark.clone(), stop });
+                }
+                // The end of the replay: `hi` is there.
+                _ => return Ok(hits),
+            }
+        }
+        let mut prefix = Mark::segment_start(self.mark.event, self.mark.tid, self.mark.point);
+        for (k, leg) in hi.path.iter().enumerate() {
+            let last = k + 1 == hi.path.len();
+            self.scan_leg(leg, last, &prefix, set, &mut values, &mut hits)?;
+            prefix.push(leg.clone());
+        }
+        Ok(hits)
+    }
+
+    /// Walks `leg` (the last of its mark when `last`) from `prefix`, with
+    /// the traps of `set` added, and adds their hits before the mark.
+    fn scan_leg(
+        &mut self,
+        leg: &Leg,
+        last: bool,
+        prefix: &Mark,
+        set: &Arc<TrapSet>,
+        values: &mut HashMap<Watchpoint, Vec<u8>>,
+        hits: &mut Vec<Hit>,
+    ) -> Result<()> {
+        let point = prefix.point;
+        match leg {
+            Leg::Traps(own, n) => {
+                let union = union(own, set);
+                self.with_traps(&union, |me| {
+                    let (mut done, mut seen) = (0, 0);
+                    while done < *n {
+                        let halt = me.run(&Goal { traps: true, ..Goal::default() })?;
+                        let (in_own, in_set) = me.classify(&halt, own, set)?;
+                        if me.mark.point != point {
+                            bail!("a position in segment {point} is not reached again");
+                        }
+                        done += u64::from(in_own);
+                        if in_set && !(last && in_own && done == *n) {
+                            seen += 1;
+                            let mut mark = prefix.clone();
+                            mark.push(Leg::Traps(set.clone(), seen));
+                            mark.event = me.mark.event;
+                            let stop = me.hit_stop(&halt, values);
+                            hits.push(Hit { mark, stop });
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            Leg::Steps(m) => {
+                let step = Some(self.live.thread_index(prefix.tid).ok_or_else(|| anyhow!("no thread {}", prefix.tid))?);
+                let watches = TrapSet { breakpoints: Vec::new(), watchpoints: set.watchpoints.clone() };
+                self.with_traps(&watches, |me| {
+                    for j in 1..=*m {
+                        let halt = me.run(&Goal { step, traps: true, ..Goal::default() })?;
+                        if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || me.mark.point != point {
+                            bail!("a position in segment {point} is not reached again ({halt:?})");
+                        }
+                        if matches!(halt, Halt::Watch(_)) && !(last && j == *m) {
+                            let mut mark = prefix.clone();
+                            mark.push(Leg::Steps(j));
+                            let stop = me.hit_stop(&halt, values);
+                            hits.push(Hit { mark, stop });
+                        }
+                    }
+                    Ok(())
+                })
+            }
+        }
+    }
+
+    /// Whether a trap halt belongs to `own` and to `set`.
+    fn classify(&self, halt: &Halt, own: &TrapSet, set: &TrapSet) -> Result<(bool, bool)> {
+        Ok(match halt {
+            Halt::Breakpoint => {
+                let pc = self.registers(self.live.current())?.regs.rip;
+                (own.breakpoints.contains(&pc), set.breakpoints.contains(&pc))
+            }
+            Halt::Watch(slot) => {
+                let w = self.live.watchpoints().get(*slot);
+                (w.is_some_and(|w| own.watchpoints.contains(&w)), w.is_some_and(|w| set.watchpoints.contains(&w)))
+            }
+            other => bail!("the replay left the segment being scanned ({other:?})"),
+        })
+    }
+
+    /// The stop a hit makes; a watchpoint's old value is its value at the
+    /// hit before (`values`, updated).
+    fn hit_stop(&self, halt: &Halt, values: &mut HashMap<Watchpoint, Vec<u8>>) -> Stop {
+        let tid = self.live.current();
+        match halt {
+            Halt::Watch(slot) => match self.live.watchpoints().get(*slot) {
+                Some(watch) => {
+                    let mut new = vec![0; usize::from(watch.len)];
+                    self.read_memory(watch.addr, &mut new);
+                    let old = values.insert(watch, new.clone()).unwrap_or_else(|| new.clone());
+                    Stop::Watchpoint { tid, watch, old, new }
+                }
+                None => Stop::Step { tid },
+            },
+            _ => Stop::Breakpoint { tid, pc: self.registers(tid).map_or(0, |r| r.regs.rip) },
+        }
+    }
+
+    /// The watched bytes now.
+    fn watch_values(&self, watches: &[Watchpoint]) -> HashMap<Watchpoint, Vec<u8>> {
+        let read = |w: &Watchpoint| {
+            let mut now = vec![0; usize::from(w.len)];
+            self.read_memory(w.addr, &mut now);
+            (*w, now)
+        };
+        watches.iter().map(read).collect()
+    }
+
+    /// Goes back one instruction of thread `tid`. Errors: rebuilding
+    /// processes failed, or `tid` has executed nothing before this point
+    /// in the replay.
+    pub(crate) fn reverse_step(&mut self, tid: Tid) -> Result<Stop> {
+        let now = self.mark.clone();
+        let target = if now.tid == tid && now.trailing_steps() > 0 {
+            let mut target = now.clone();
+            match target.path.last_mut() {
+                Some(Leg::Steps(m)) if *m > 1 => *m -= 1,
+                _ => {
+                    target.path.pop();
+                }
+            }
+            target
+        } else if now.tid == tid && !now.path.is_empty() {
+            self.before_trap(&now)?
+        } else {
+            self.end_of_previous_segment(&now, tid)?
+        };
+        self.seek(&target)?;
+        Ok(Stop::Step { tid })
+    }
+
+    /// The moment one instruction before `now`, which ends with a trap leg:
+    /// single steps from the trap before it (or its segment's start).
+    fn before_trap(&mut self, now: &Mark) -> Result<Mark> {
+        let mut anchor = now.clone();
+        let Some(Leg::Traps(own, n)) = anchor.path.pop() else { bail!("internal error: {now} does not end with a trap") };
+        if n > 1 {
+            anchor.path.push(Leg::Traps(own.clone(), n - 1));
+        }
+        self.seek(&anchor)?;
+        let step = Some(self.live.thread_index(now.tid).ok_or_else(|| anyhow!("no thread {}", now.tid))?);
+        let steps = self.with_traps(&own, |me| {
+            let mut j = 0u64;
+            loop {
+                match me.run(&Goal { step, traps: true, ..Goal::default() })? {
+                    _ if me.mark.point != now.point => bail!("{now} is not reached again"),
+                    Halt::Stepped(true) => j += 1,
+                    Halt::Watch(_) => return Ok(j),
+                    Halt::Breakpoint => return Ok(j.saturating_sub(1)),
+                    other => bail!("{now} is not reached again ({other:?})"),
+                }
+            }
+        })?;
+        if steps > 0 {
+            anchor.push(Leg::Steps(steps));
+        }
+        Ok(anchor)
+    }
+
+    /// The last moment of thread `tid`'s last segment before `now` in
+    /// which it executed an instruction, before that instruction's
+    /// successor: single steps through that segment.
+    fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid) -> Result<Mark> {
+        let pc_now = self.registers(tid)?.regs.rip;
+        let mut hi = now.clone();
+        loop {
+            let from = self.timeline.latest_before(&hi, false);
+            let from_mark = from.map(|k| self.timeline.get(k).mark.clone());
+            self.restore(from.map_or(Origin::Start, Origin::Timeline))?;
+            let mut last = None;
+            while self.mark.point < hi.point {
+                if self.mark.tid == tid && self.mark.at_segment_start() {
+                    last = Some(self.mark.clone());
+                }
+                let next = self.mark.point + 1;
+                if self.to_segment(next).is_err() {
+                    break;
+                }
+            }
+            if let Some(start) = last {
+                return self.last_instruction(&start, pc_now);
+            }
+            match from_mark {
+                Some(m) => hi = m,
+                None => bail!("thread {tid} has executed nothing before this point of the recording"),
+            }
+        }
+    }
+
+    /// From segment start `start`, single-steps its thread to the end of
+    /// the segment; the mark of the last instruction boundary inside it
+    /// whose pc is not `pc_now` (a pthread breakpoint ends a segment at
+    /// the same pc the next one starts at).
+    fn last_instruction(&mut self, start: &Mark, pc_now: u64) -> Result<Mark> {
+        self.seek(start)?;
+        let step = Some(self.live.thread_index(start.tid).ok_or_else(|| anyhow!("no thread {}", start.tid))?);
+        let mut pcs = vec![self.registers(start.tid)?.regs.rip];
+        let bare = TrapSet::default();
+        self.with_traps(&bare, |me| {
+            loop {
+                let halt = me.run(&Goal { step, ..Goal::default() })?;
+                if me.mark.point != start.point || !matches!(halt, Halt::Stepped(true)) {
+                    return Ok(());
+                }
+                pcs.push(me.registers(start.tid)?.regs.rip);
+            }
+        })?;
+        while pcs.len() > 1 && pcs.last() == Some(&pc_now) {
+            pcs.pop();
+        }
+        let mut mark = start.clone();
+        if pcs.len() > 1 {
+            mark.push(Leg::Steps(pcs.len() as u64 - 1));
+        }
+        Ok(mark)
+    }
+}
+/// The traps of both sets.
+fn union(a: &TrapSet, b: &TrapSet) -> TrapSet {
+    let mut breakpoints: Vec<u64> = a.breakpoints.iter().chain(&b.breakpoints).copied().collect();
+    breakpoints.sort_unstable();
+    breakpoints.dedup();
+    let mut watchpoints = a.watchpoints.clone();
+    watchpoints.extend(b.watchpoints.iter().filter(|w| !a.watchpoints.contains(w)));
+    TrapSet { breakpoints, watchpoints }
+}

@@ -1,0 +1,115 @@
+//! What the interactive session reads and writes of a stopped replay:
+//! its threads, their registers, the process's memory (with weft's int3s
+//! hidden) and auxv, and where the scheduler's loop stands.
+
+use super::{At, Session};
+use anyhow::{anyhow, Context, Result};
+use nix::sys::ptrace;
+use std::os::unix::fs::FileExt;
+use weft_record::Tid;
+
+impl Session<'_> {
+    /// Makes the replay stop before the recorded end and at recorded
+    /// signals ([`super::Halt`]), for a debugger.
+    pub(crate) fn set_interactive(&mut self) {
+        self.interactive = true;
+    }
+
+    /// Output events below index `event` are not echoed again.
+    pub(crate) fn set_echo_from(&mut self, event: usize) {
+        self.opts.echo_from = event;
+    }
+
+    /// Scheduling points handled so far (the current segment's index).
+    pub(crate) fn points(&self) -> u64 {
+        self.state.points
+    }
+
+    /// Index of the next log event to match.
+    pub(crate) fn event(&self) -> u64 {
+        self.state.pos as u64
+    }
+
+    /// The recorded tid of the scheduler's current thread.
+    pub(crate) fn current(&self) -> Tid {
+        self.state.threads[self.cur].rec
+    }
+
+    /// The index of live recorded thread `rec`.
+    pub(crate) fn thread_index(&self, rec: Tid) -> Option<usize> {
+        self.state.by_rec.get(&rec).copied().filter(|&i| self.state.threads[i].at != At::Exited)
+    }
+
+    /// The recorded tids of the live threads, in creation order.
+    pub(crate) fn live_threads(&self) -> Vec<Tid> {
+        self.state.threads.iter().filter(|t| t.at != At::Exited).map(|t| t.rec).collect()
+    }
+
+    fn live(&self, rec: Tid) -> Result<&super::Thread> {
+        let i = self.thread_index(rec).ok_or_else(|| anyhow!("no live thread {rec}"))?;
+        Ok(&self.state.threads[i])
+    }
+
+    /// Thread `rec`'s general and x87/SSE registers. Errors: no such live
+    /// thread, ptrace.
+    pub(crate) fn registers(&self, rec: Tid) -> Result<(libc::user_regs_struct, libc::user_fpregs_struct)> {
+        let t = self.live(rec)?;
+        let mut fp: libc::user_fpregs_struct = unsafe { std::mem::zeroed() };
+        // SAFETY: PTRACE_GETFPREGS fills a user_fpregs_struct.
+        let r = unsafe { libc::ptrace(libc::PTRACE_GETFPREGS, t.tid.as_raw(), 0, &mut fp as *mut _) };
+        nix::errno::Errno::result(r).context("PTRACE_GETFPREGS")?;
+        Ok((t.regs, fp))
+    }
+
+    /// Sets thread `rec`'s registers. Errors: no such live thread, ptrace.
+    pub(crate) fn set_registers(&mut self, rec: Tid, regs: &libc::user_regs_struct, fp: &libc::user_fpregs_struct) -> Result<()> {
+        let i = self.thread_index(rec).ok_or_else(|| anyhow!("no live thread {rec}"))?;
+        let t = &mut self.state.threads[i];
+        ptrace::setregs(t.tid, *regs)?;
+        // SAFETY: PTRACE_SETFPREGS reads a user_fpregs_struct.
+        let r = unsafe { libc::ptrace(libc::PTRACE_SETFPREGS, t.tid.as_raw(), 0, fp as *const _) };
+        nix::errno::Errno::result(r).context("PTRACE_SETFPREGS")?;
+        t.regs = *regs;
+        Ok(())
+    }
+
+    /// Reads memory at `addr` into `buf` as the program sees it; returns
+    /// the bytes read (fewer at an unmapped page).
+    pub(crate) fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize {
+        let mut done = 0;
+        while done < buf.len() {
+            // Page by page, so that a read ending in an unmapped page
+            // returns what precedes it.
+            let at = addr + done as u64;
+            let page_end = ((at | 0xfff) + 1).min(addr + buf.len() as u64);
+            let want = (page_end - at) as usize;
+            match self.mem.read(at, want) {
+                Ok(bytes) => buf[done..done + want].copy_from_slice(&bytes),
+                Err(_) => break,
+            }
+            done += want;
+        }
+        self.state.sync.shadow(addr, &mut buf[..done]);
+        done
+    }
+
+    /// Writes `data` at `addr` (through /proc/PID/mem, as ptrace pokes
+    /// would). Errors: unmapped.
+    pub(crate) fn write_memory(&mut self, addr: u64, data: &[u8]) -> Result<()> {
+        self.mem.write(addr, data)
+    }
+
+    /// The process's auxiliary vector. Errors: /proc unreadable.
+    pub(crate) fn auxv(&self) -> Result<Vec<u8>> {
+        let f = std::fs::File::open(format!("/proc/{}/auxv", self.live(self.current())?.tid))?;
+        let mut buf = vec![0u8; 4096];
+        let n = f.read_at(&mut buf, 0)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Ends the replayed process (no tracee is left behind).
+    pub(crate) fn end(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,143 @@
+//! Snapshots of a replay for checkpoints (`checkpoint.rs` keeps the
+//! frozen process): the replayer's [`State`](super::State), every thread's
+//! [`ThreadImage`], and where the scheduler's loop stands. Exploration
+//! takes them at synchronization points; the debugger's timeline at
+//! segment starts and at any stop.
+
+use super::{At, Session, State};
+use crate::checkpoint::{self, Checkpoints, Template, ThreadImage};
+use crate::remote;
+use crate::sync_points::Op;
+use crate::ReplayOptions;
+use anyhow::Result;
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_record::{Tid, Trace};
+
+/// A replay frozen with a checkpoint's [`Template`]: its state, every
+/// thread's image, the thread the scheduler runs, and the synchronization
+/// point of that thread still to handle (exploration's checkpoints are
+/// taken just before one).
+#[derive(Clone)]
+pub(crate) struct Snapshot {
+    state: State,
+    images: Vec<Option<ThreadImage>>,
+    cur: usize,
+    pending: Option<Option<Op>>,
+}
+
+impl Snapshot {
+    /// Whether a replay with `opts` can resume from it: it keeps the same
+    /// digest and sync trace (the schedule is the checkpoint's business).
+    pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
+        self.state.digest.is_some() == opts.digest && self.state.sync_trace.capacity() == opts.sync_trace_len
+    }
+
+    /// A new process from `template` with this snapshot's threads.
+    /// Errors as [`Template::spawn`].
+    pub(crate) fn spawn(&self, template: &Template) -> Result<Vec<Option<Pid>>> {
+        template.spawn(&self.images, self.cur)
+    }
+
+}
+
+impl<'a> Session<'a> {
+    /// Goes on from snapshot `s` in the process whose threads are `tids`
+    /// (from [`Snapshot::spawn`]).
+    pub(crate) fn resumed(
+        trace: &'a Trace,
+        opts: &ReplayOptions,
+        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+        checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
+        s: Snapshot,
+        tids: Vec<Option<Pid>>,
+    ) -> Result<Self> {
+        let mut state = s.state;
+        for (t, tid) in state.threads.iter_mut().zip(&tids) {
+            if let Some(tid) = tid {
+                t.tid = *tid;
+            }
+        }
+        let pid = state.threads[s.cur].tid;
+        let mem = weft_record::tracee::Memory::open(pid)?;
+        let mut session = Self::new(trace, opts, thread_events, checkpoints, pid, mem, state);
+        session.resumed = true;
+        session.cur = s.cur;
+        session.pending = s.pending;
+        Ok(session)
+    }
+
+    /// A snapshot of this replay with thread `cur` about to handle
+    /// `pending`; `None` when a thread is in a state a checkpoint cannot
+    /// rebuild (a signal stop), or when memory is shared writable (a fork
+    /// would not copy it).
+    fn snapshot(&self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<Snapshot>> {
+        // The leader may have exited; the current thread is alive.
+        if checkpoint::has_shared_writable(self.state.threads[cur].tid) {
+            return Ok(None);
+        }
+        let mut images = Vec::with_capacity(self.state.threads.len());
+        for t in &self.state.threads {
+            let entry = match t.at {
+                At::Exited => {
+                    images.push(None);
+                    continue;
+                }
+                At::Ready => false,
+                At::Entry(_) | At::Blocked(_) | At::Woken(_) => true,
+                At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
+            };
+            images.push(Some(ThreadImage::read(t.tid, t.regs, entry, t.altstack)?));
+        }
+        Ok(Some(Snapshot { state: self.state.clone(), images, cur, pending }))
+    }
+
+    /// Forks the process into a frozen [`Template`] and snapshots the
+    /// replay as it stands (the loop's current thread and pending point),
+    /// for the debugger's timeline. `None` where no checkpoint can be made
+    /// (a thread at a signal stop, shared writable memory, no `syscall`
+    /// instruction seen yet, the kernel refused the fork). Errors: ptrace.
+    pub(crate) fn fork_here(&mut self) -> Result<Option<(Template, Snapshot)>> {
+        self.fork_at(self.cur, self.pending)
+    }
+
+    fn fork_at(&mut self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<(Template, Snapshot)>> {
+        let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
+            return Ok(None);
+        };
+        let Some(snapshot) = self.snapshot(cur, pending)? else { return Ok(None) };
+        let t = &self.state.threads[cur];
+        let Some(template) = Template::fork(t.tid, &t.regs, insn)? else { return Ok(None) };
+        Ok(Some((template, snapshot)))
+    }
+
+    /// Exploration: takes a checkpoint at thread `i`'s synchronization
+    /// point `op` when the schedule preempts at this operation, or when
+    /// the policy's interval has passed since the last one and the
+    /// schedule has a preemption still to come. Past its last preemption a
+    /// replay is an exploration attempt that will most likely be
+    /// discarded; should it be admitted, the next attempts take
+    /// checkpoints on their way.
+    pub(super) fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
+        let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
+        let (last, at) = self.since_checkpoint;
+        let preempts = self.opts.schedule.preemption_at(self.state.sync_count + 1).is_some();
+        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.state.sync_count);
+        if at == self.state.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
+            return Ok(());
+        }
+        self.since_checkpoint = (Instant::now(), self.state.sync_count);
+        if !self.checkpoints.as_mut().is_some_and(|c| c.make_room()) {
+            return Ok(());
+        }
+        // Resumed, the replay handles this point again, uncounted.
+        let Some((template, snapshot)) = self.fork_at(i, Some(op))? else { return Ok(()) };
+        tracing::debug!(sync = self.state.sync_count, event = self.state.pos, "checkpoint");
+        if let Some(store) = self.checkpoints.as_mut() {
+            store.add(template, snapshot, self.state.sync_count, &self.opts.schedule);
+        }
+        Ok(())
+    }
+}

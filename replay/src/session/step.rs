@@ -1,0 +1,67 @@
+//! Single-stepping one thread for the debugger (gdb's `stepi`), on top of
+//! the scheduler: the step executes exactly one instruction of the thread.
+//! An instruction that is a scheduling point (a `syscall`, the int3 of a
+//! pthread synchronization point) goes through the scheduler, which may
+//! run other threads first, as the recorded schedule says; the step is
+//! done when the thread is next free to run. PTRACE_SINGLESTEP is never
+//! used on a `syscall`: the kernel would run it without the replayer's
+//! syscall-entry stop.
+
+use super::traps::Trapped;
+use super::{Advance, At, Halt, Session};
+use crate::remote;
+use anyhow::{bail, Result};
+use nix::sys::ptrace;
+use nix::sys::signal::Signal as NixSignal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+
+impl Session<'_> {
+    /// Executes one instruction of thread `i` (free to run), or goes
+    /// through the scheduling point that instruction is.
+    pub(super) fn single_step(&mut self, i: usize) -> Result<Advance> {
+        let pc = self.state.threads[i].regs.rip;
+        let taken = self.state.threads[i].taken == Some(pc) && self.state.sync.step_over(pc).is_some();
+        if self.state.stepping.take() == Some(i) && !taken {
+            return Ok(Advance::Halt(Halt::Stepped(false)));
+        }
+        if taken && self.state.threads[i].at == At::Ready {
+            let watch = self.step_over_breakpoint(i)?;
+            return Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
+        }
+        let code = self.mem.read(pc, 2).unwrap_or_default();
+        if code == remote::SYSCALL_INSN || self.state.sync.is_sync(pc) {
+            self.state.stepping = Some(i);
+            return self.advance(i, true);
+        }
+        let tid = self.state.threads[i].tid;
+        let sig = match self.state.threads[i].at {
+            At::Deliver(s) => Some(s),
+            _ => None,
+        };
+        let t = &mut self.state.threads[i];
+        t.at = At::Ready;
+        t.caller = None;
+        t.taken = None;
+        ptrace::step(tid, sig)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
+                self.state.threads[i].regs = ptrace::getregs(tid)?;
+                match self.debugger_trap(i, true, Some(pc))? {
+                    Trapped::Halt(halt) => Ok(Advance::Halt(halt)),
+                    _ => Ok(Advance::Halt(Halt::Stepped(true))),
+                }
+            }
+            WaitStatus::Stopped(_, sig) => {
+                // A fault: its scheduling point (the logged signal) comes
+                // first; the step ends in the handler, or at the end.
+                self.state.stepping = Some(i);
+                self.faulted(i, sig)
+            }
+            WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                let _ = ptrace::cont(tid, None);
+                Ok(Advance::End(self.drain()?))
+            }
+            other => bail!("unexpected stop of thread {tid} in a single step: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The debugger's traps in a replay: software breakpoints (int3s shared
+//! with the synchronization points, see `sync_points.rs`) and hardware
+//! watchpoints in the x86 debug registers of every replayed thread.
+//!
+//! Debug registers (Intel SDM vol. 3, §18.2): DR0-DR3 hold the watched
+//! addresses; DR7 enables each (L0-L3, bits 0, 2, 4, 6) with its R/W
+//! condition (bits 16+4n: 01 write, 11 read or write) and length (bits
+//! 18+4n: 00 one byte, 01 two, 11 four, 10 eight); DR6 says which one
+//! trapped (B0-B3) or that a single step did (BS, bit 14). The trap comes
+//! after the accessing instruction. ptrace reaches them through
+//! PTRACE_POKEUSER at `offsetof(struct user, u_debugreg)`; they are per
+//! thread and not inherited by clone or fork, so a new thread and every
+//! thread of a resumed checkpoint get them again.
+
+use super::{Halt, Session};
+use crate::debug::{WatchKind, Watchpoint};
+use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+/// `offsetof(struct user, u_debugreg)` on x86-64 (sys/user.h).
+const DEBUGREG_OFFSET: usize = 848;
+/// DR6's bits for DR0-DR3 having trapped.
+const DR6_HITS: u64 = 0xf;
+/// DR6's single-step bit.
+pub(super) const DR6_STEP: u64 = 1 << 14;
+
+/// The debug registers weft programs: up to four watchpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Watchpoints {
+    slots: [Option<Watchpoint>; 4],
+}
+
+impl Watchpoints {
+    /// Adds `w`. Errors: no free debug register, a length other than 1,
+    /// 2, 4 or 8, or an address not aligned to its length.
+    pub(crate) fn add(&mut self, w: Watchpoint) -> Result<()> {
+        if !matches!(w.len, 1 | 2 | 4 | 8) || w.addr % u64::from(w.len) != 0 {
+            bail!("a hardware watchpoint covers 1, 2, 4 or 8 bytes aligned to its length ({} bytes at {:#x})", w.len, w.addr);
+        }
+        if self.slots.contains(&Some(w)) {
+            return Ok(());
+        }
+        let Some(free) = self.slots.iter_mut().find(|s| s.is_none()) else {
+            bail!("all 4 hardware watchpoints (x86 debug registers) are in use");
+        };
+        *free = Some(w);
+        Ok(())
+    }
+
+    /// Removes `w`; false when it was not set.
+    pub(crate) fn remove(&mut self, w: Watchpoint) -> bool {
+        let found = self.slots.iter_mut().find(|s| **s == Some(w));
+        found.map(|s| *s = None).is_some()
+    }
+
+    /// The watchpoint in debug register `slot`.
+    pub(crate) fn get(&self, slot: usize) -> Option<Watchpoint> {
+        self.slots.get(slot).copied().flatten()
+    }
+
+    /// The watchpoints set.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Watchpoint> + '_ {
+        self.slots.iter().flatten().copied()
+    }
+
+    /// DR7 for these watchpoints.
+    fn dr7(&self) -> u64 {
+        let mut dr7 = 0;
+        for (n, w) in self.slots.iter().enumerate() {
+            let Some(w) = w else { continue };
+            let rw: u64 = match w.kind {
+                WatchKind::Write => 0b01,
+                WatchKind::Read | WatchKind::Access => 0b11,
+            };
+            let len: u64 = match w.len {
+                1 => 0b00,
+                2 => 0b01,
+                8 => 0b10,
+                _ => 0b11,
+            };
+            dr7 |= 1 << (2 * n) | rw << (16 + 4 * n) | len << (18 + 4 * n);
+        }
+        dr7
+    }
+
+    /// Programs thread `tid`'s debug registers. Errors: ptrace refused.
+    pub(crate) fn apply(&self, tid: Pid) -> Result<()> {
+        // DR7 off first: the kernel checks each enabled address as it is set.
+        poke(tid, 7, 0)?;
+        for (n, w) in self.slots.iter().enumerate() {
+            poke(tid, n, w.map_or(0, |w| w.addr))?;
+        }
+        poke(tid, 7, self.dr7())
+    }
+}
+
+/// Reads and clears thread `tid`'s DR6: the debug registers that trapped
+/// (bit n for DRn) and whether a single step did ([`DR6_STEP`]).
+pub(super) fn take_dr6(tid: Pid) -> Result<u64> {
+    let dr6 = peek(tid, 6)?;
+    if dr6 & (DR6_HITS | DR6_STEP) != 0 {
+        poke(tid, 6, 0)?;
+    }
+    Ok(dr6)
+}
+
+/// The first debug register DR6 says trapped.
+pub(super) fn trapped_slot(dr6: u64) -> Option<usize> {
+    (0..4).find(|n| dr6 & (1 << n) != 0)
+}
+
+fn offset(reg: usize) -> usize {
+    DEBUGREG_OFFSET + 8 * reg
+}
+
+fn poke(tid: Pid, reg: usize, value: u64) -> Result<()> {
+    // SAFETY: PTRACE_POKEUSER writes one word of the tracee's user area.
+    Errno::result(unsafe { libc::ptrace(libc::PTRACE_POKEUSER, tid.as_raw(), offset(reg), value) })
+        .with_context(|| format!("set debug register {reg} of thread {tid}"))?;
+    Ok(())
+}
+
+fn peek(tid: Pid, reg: usize) -> Result<u64> {
+    Errno::clear();
+    // SAFETY: PTRACE_PEEKUSER reads one word of the tracee's user area.
+    let v = unsafe { libc::ptrace(libc::PTRACE_PEEKUSER, tid.as_raw(), offset(reg), 0) };
+    if v == -1 && Errno::last() != Errno::UnknownErrno {
+        return Err(Errno::last()).with_context(|| format!("read debug register {reg} of thread {tid}"));
+    }
+    Ok(v as u64)
+}
+
+impl Session<'_> {
+    /// Sets a debugger breakpoint. Errors: `addr` is not mapped.
+    pub(crate) fn add_breakpoint(&mut self, addr: u64) -> Result<()> {
+        self.state.sync.set_user(&self.mem, addr)
+    }
+
+    /// Removes a debugger breakpoint (none there: nothing happens).
+    pub(crate) fn remove_breakpoint(&mut self, addr: u64) -> Result<()> {
+        self.pending_breakpoints.remove(&addr);
+        self.state.sync.clear_user(&self.mem, addr)
+    }
+
+    /// Makes the debugger breakpoints of this process `wanted`: a
+    /// restored checkpoint has those set when it was taken. One whose
+    /// address is not mapped yet is set once a file mmap maps it.
+    /// Errors: writing the int3s failed.
+    pub(crate) fn set_breakpoints(&mut self, wanted: &std::collections::BTreeSet<u64>) -> Result<()> {
+        let set: Vec<u64> = self.state.sync.user().collect();
+        for addr in set.into_iter().filter(|a| !wanted.contains(a)) {
+            self.state.sync.clear_user(&self.mem, addr)?;
+        }
+        self.pending_breakpoints.clear();
+        for &addr in wanted {
+            if !self.state.sync.is_user(addr) && self.state.sync.set_user(&self.mem, addr).is_err() {
+                self.pending_breakpoints.insert(addr);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the pending breakpoints whose address is mapped now.
+    pub(super) fn insert_pending_breakpoints(&mut self) {
+        let mem = &self.mem;
+        let sync = &mut self.state.sync;
+        self.pending_breakpoints.retain(|&addr| sync.set_user(mem, addr).is_err());
+    }
+
+    /// Sets the watchpoints of every live thread to `w`. Errors: ptrace.
+    pub(crate) fn set_watchpoints(&mut self, w: &Watchpoints) -> Result<()> {
+        self.watchpoints = w.clone();
+        for t in self.state.threads.iter().filter(|t| t.at != super::At::Exited) {
+            self.watchpoints.apply(t.tid)?;
+        }
+        Ok(())
+    }
+
+    /// The watchpoints set.
+    pub(crate) fn watchpoints(&self) -> &Watchpoints {
+        &self.watchpoints
+    }
+}
+
+/// What a SIGTRAP was, as far as the debugger's traps go.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Trapped {
+    /// Not the debugger's: a synchronization point's int3, or a real trap.
+    No,
+    /// The debugger's, not reported (the run passes traps silently).
+    Passed,
+    /// The debugger's: stop.
+    Halt(Halt),
+}
+
+impl Session<'_> {
+    /// Classifies a SIGTRAP of thread `i`: a watchpoint (DR6), or the
+    /// int3 of a debugger breakpoint (backed up over, so the pc is the
+    /// breakpoint's address). `stepped_from`: the pc a single step started
+    /// at (only an int3 there can have trapped). A breakpoint that shares
+    /// its int3 with a synchronization point makes the thread execute the
+    /// int3 again when it resumes, so that the point is handled; one of
+    /// the debugger's alone is stepped over. `report`: stop for it.
+    pub(super) fn debugger_trap(&mut self, i: usize, report: bool, stepped_from: Option<u64>) -> Result<Trapped> {
+        let tid = self.state.threads[i].tid;
+        if let Some(slot) = self.watch_trapped(tid)? {
+            self.state.threads[i].regs = nix::sys::ptrace::getregs(tid)?;
+            return Ok(if report { Trapped::Halt(Halt::Watch(slot)) } else { Trapped::Passed });
+        }
+        let mut regs = nix::sys::ptrace::getregs(tid)?;
+        let addr = regs.rip.wrapping_sub(1);
+        let t = &mut self.state.threads[i];
+        let again = t.reported.take() == Some(addr);
+        if !self.state.sync.is_user(addr) || again || stepped_from.is_some_and(|pc| pc != addr) {
+            return Ok(Trapped::No);
+        }
+        regs.rip = addr;
+        nix::sys::ptrace::setregs(tid, regs)?;
+        t.regs = regs;
+        if self.state.sync.is_sync(addr) {
+            t.reported = Some(addr);
+        } else {
+            t.taken = Some(addr);
+        }
+        Ok(if report { Trapped::Halt(Halt::Breakpoint) } else { Trapped::Passed })
+    }
+
+    /// The debug register whose watchpoint thread `tid` just accessed
+    /// (read from DR6, which is cleared).
+    pub(super) fn watch_trapped(&self, tid: Pid) -> Result<Option<usize>> {
+        if self.watchpoints.iter().next().is_none() {
+            return Ok(None);
+        }
+        Ok(trapped_slot(take_dr6(tid)?))
+    }
+}
