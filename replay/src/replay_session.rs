@@ -345,14 +345,21 @@ impl<'a> ReplaySession<'a> {
     /// Replays to the first segment start at or after `point`, passing
     /// traps silently. Errors: the replay ends before it.
     pub(crate) fn to_segment(&mut self, point: u64) -> Result<()> {
-        while self.mark.point < point || !self.mark.at_segment_start() {
+        self.to(Goal { point: Some(point), ..Goal::default() }, |m| m.point >= point)
+    }
+
+    /// Replays to the first segment start where `reached` holds of the
+    /// mark (`goal` says the same to the engine), passing traps silently
+    /// and taking checkpoints on the way. Errors: the replay ends first.
+    fn to(&mut self, goal: Goal, reached: impl Fn(&Mark) -> bool) -> Result<()> {
+        while !(reached(&self.mark) && self.mark.at_segment_start()) {
             let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
-            match self.run(&Goal { point: Some(point), pause_at, ..Goal::default() })? {
-                Halt::Segment => self.maybe_checkpoint()?,
-                Halt::Signal { fatal: false, .. } => {}
+            match self.run(&Goal { pause_at, ..goal })? {
+                Halt::Segment if !reached(&self.mark) => self.maybe_checkpoint()?,
+                Halt::Segment | Halt::Signal { fatal: false, .. } => {}
                 halt => {
                     let stop = self.stop_for(halt);
-                    bail!("the replay ends before segment {point} ({stop:?})");
+                    bail!("the replay ends first ({stop:?})");
                 }
             }
         }
@@ -427,10 +434,7 @@ impl<'a> ReplaySession<'a> {
             (None, None) => Mark::segment_start(0, self.trace.meta.pid, 0),
         };
         self.seek(&start)?;
-        while self.mark.event < event || !self.mark.at_segment_start() {
-            let next = self.mark.point + 1;
-            self.to_segment(next)?;
-        }
+        self.to(Goal { event: Some(event), ..Goal::default() }, |m| m.event >= event)?;
         Ok(Stop::Step { tid: self.live.current() })
     }
 

@@ -23,6 +23,9 @@ use weft_record::Tid;
 pub(crate) struct Goal {
     /// Stop at the first segment start at or after this scheduling point.
     pub point: Option<u64>,
+    /// Stop at the first segment start at which this log event (or a
+    /// later one) is the next to match.
+    pub event: Option<u64>,
     /// Stop at the first segment start after this instant.
     pub pause_at: Option<Instant>,
     /// Execute one instruction of this thread (an index), then stop.
@@ -94,7 +97,8 @@ impl Session<'_> {
         let cur = self.cur;
         if !self.state.mid_segment {
             let at_point = goal.point.is_some_and(|p| self.state.points >= p);
-            if at_point || goal.pause_at.is_some_and(|t| Instant::now() >= t) {
+            let at_event = goal.event.is_some_and(|e| self.state.pos as u64 >= e);
+            if at_point || at_event || goal.pause_at.is_some_and(|t| Instant::now() >= t) {
                 return Ok(Some(Halt::Segment));
             }
         }
