@@ -1,7 +1,7 @@
 //! weft's gdb server: the GDB Remote Serial Protocol (GDB manual, appendix
 //! "Remote Protocol") over one interactive replay
 //! ([`weft_replay::ReplaySession`]), built on the `gdbstub` crate. gdb
-//! (or lldb) debugs the recording as a live multi-threaded process, and
+//! debugs the recording as a live multi-threaded process, and
 //! also backwards (`reverse-continue`, `reverse-stepi`).
 //!
 //! Data flow: [`serve`] accepts gdb's TCP connection ([`server`]) and feeds

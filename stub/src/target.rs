@@ -205,8 +205,14 @@ impl MultiThreadBase for ReplayTarget<'_, '_> {
         self.session.write_memory(addr, data).map_err(|_| TargetError::Errno(EFAULT))
     }
 
+    /// `qfThreadInfo`: the live threads, the session's current one first,
+    /// because gdbstub answers `?` (the stop a newly connected gdb shows)
+    /// with the first thread listed.
     fn list_active_threads(&mut self, thread_is_active: &mut dyn FnMut(GdbTid)) -> Result<(), Self::Error> {
-        self.session.threads().into_iter().for_each(|t| thread_is_active(stop::gdb_tid(t)));
+        let threads = self.session.threads();
+        let current = self.session.current_tid();
+        let first = threads.iter().filter(|t| **t == current);
+        first.chain(threads.iter().filter(|t| **t != current)).for_each(|t| thread_is_active(stop::gdb_tid(*t)));
         Ok(())
     }
 
