@@ -4,7 +4,7 @@ use anyhow::Result;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
-use weft_record::event::{signal_name, Event, EventKind};
+use weft_record::event::{dump_line, signal_name, Event, EventKind};
 use weft_record::{syscalls, Trace};
 
 /// One event as a JSON object (buffers summarized by their length).
@@ -57,11 +57,6 @@ fn event_json(index: usize, e: &Event) -> Value {
     v
 }
 
-/// One event as a readable line.
-fn event_line(index: usize, e: &Event) -> String {
-    format!("#{index:<6} {e}")
-}
-
 /// Prints the trace at `dir` to stdout. A damaged tail is reported on
 /// stderr after the readable events, and makes the result an error.
 pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
@@ -88,7 +83,7 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
         writeln!(out, "trace {}: {} (pid {}), {} events", dir.display(), argv.join(" "), trace.meta.pid, trace.events.len())?;
         writeln!(out, "recorded on {}", trace.meta.cpu)?;
         for (i, e) in trace.events.iter().enumerate() {
-            writeln!(out, "{}", event_line(i, e))?;
+            writeln!(out, "{}", dump_line(i, e))?;
         }
     }
     out.flush()?;

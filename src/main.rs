@@ -1,5 +1,5 @@
-//! The `weft` command line: `record`, `replay`, `dump`, `ls`, following rr's
-//! conventions. stdout belongs to the program being recorded or replayed;
+//! The `weft` command line: `record`, `replay` (gdb, `-s` server,
+//! `-a` autopilot), `dump`, `ls`, following rr's conventions. stdout belongs to the program being recorded or replayed;
 //! weft's own messages go to stderr.
 
 mod dump;
@@ -7,8 +7,11 @@ mod dump;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use weft_record::{dirs, End};
 
 #[derive(Parser)]
@@ -31,14 +34,24 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Replay a trace on one core (TRACE defaults to the latest).
+    /// Replay a trace on one core under gdb (TRACE defaults to the latest).
+    /// Without -a or -s, starts gdb connected to the replay; arguments
+    /// after `--` go to gdb.
     Replay {
         /// Autopilot: replay to the end without a debugger and validate.
         #[arg(short = 'a', long)]
         autopilot: bool,
+        /// Serve gdb on 127.0.0.1:PORT instead of starting it; clients
+        /// connect one at a time, until weft is killed.
+        #[arg(short = 's', long = "server", value_name = "PORT", conflicts_with = "autopilot")]
+        server: Option<u16>,
+        /// With -s: listen on ADDR instead of 127.0.0.1. Whoever reaches it
+        /// can read the program's recorded inputs.
+        #[arg(long, value_name = "ADDR", requires = "server", conflicts_with = "autopilot")]
+        bind: Option<IpAddr>,
         /// Print a digest of every scheduling decision and the registers of
-        /// every thread at every scheduling point.
-        #[arg(long)]
+        /// every thread at every scheduling point (with -a).
+        #[arg(long, requires = "autopilot")]
         digest: bool,
         /// Add a preemption to the schedule: at the Nth synchronization
         /// point (counted from 1), switch to recorded thread TID. Repeatable.
@@ -59,6 +72,9 @@ enum Command {
         livelock_timeout: u64,
         /// The trace directory.
         trace: Option<PathBuf>,
+        /// Arguments for gdb, after `--` (e.g. `-batch -x script.gdb`).
+        #[arg(last = true, value_name = "GDB_ARGS", conflicts_with_all = ["autopilot", "server"])]
+        gdb_args: Vec<OsString>,
     },
     /// Print a trace's events.
     Dump {
@@ -90,24 +106,42 @@ fn main() {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Record { output, program, args } => record(output, program, args),
-        Command::Replay { autopilot, digest, preempt, no_explore, max_attempts, livelock_timeout, trace } => {
-            if !autopilot {
-                bail!("only autopilot replay (`weft replay -a`) is available in this version");
-            }
+        Command::Replay {
+            autopilot,
+            server,
+            bind,
+            digest,
+            preempt,
+            no_explore,
+            max_attempts,
+            livelock_timeout,
+            trace,
+            gdb_args,
+        } => {
             let dir = dirs::resolve_trace(trace.as_deref())?;
             let saved = dir.join(SCHEDULE_FILE);
+            let livelock_timeout = std::time::Duration::from_secs(livelock_timeout);
+            let max_attempts = if no_explore { 1 } else { max_attempts.max(1) };
+            if !autopilot {
+                let given = (!preempt.is_empty()).then(|| weft_replay::Schedule::parse(&preempt)).transpose()?;
+                let explore = weft_explore::ExploreOptions {
+                    replay: weft_replay::ReplayOptions { livelock_timeout, ..Default::default() },
+                    max_attempts,
+                    ..Default::default()
+                };
+                let how = match server {
+                    Some(port) => Debugger::Server(SocketAddr::new(bind.unwrap_or(Ipv4Addr::LOCALHOST.into()), port)),
+                    None => Debugger::Gdb(gdb_args),
+                };
+                return debug(&dir, given, explore, how);
+            }
             let schedule = if preempt.is_empty() {
                 weft_replay::Schedule::load(&saved)?
             } else {
                 weft_replay::Schedule::parse(&preempt)?
             };
-            let replay_opts = weft_replay::ReplayOptions {
-                schedule,
-                digest,
-                livelock_timeout: std::time::Duration::from_secs(livelock_timeout),
-                ..Default::default()
-            };
-            let max_attempts = if no_explore { 1 } else { max_attempts.max(1) };
+            let replay_opts =
+                weft_replay::ReplayOptions { schedule, digest, livelock_timeout, ..Default::default() };
             replay(&dir, weft_explore::ExploreOptions { replay: replay_opts, max_attempts, ..Default::default() })
         }
         Command::Dump { json, trace } => {
@@ -178,14 +212,7 @@ const SCHEDULE_FILE: &str = "schedule";
 /// Replays (searching for a schedule if the log order fails), reports the
 /// outcome on stderr, and saves a schedule that was found.
 fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
-    let trace = weft_record::Trace::open(dir)?;
-    let here = weft_record::cpu::Cpu::current();
-    if trace.meta.cpu != here {
-        eprintln!(
-            "weft: warning: recorded on another CPU ({}); this one is {}. cpuid is not trapped, so code chosen by cpuid may differ and the replay diverge",
-            trace.meta.cpu, here
-        );
-    }
+    let trace = open_trace(dir)?;
     let found = weft_explore::search(&trace, &opts)?;
     for line in &found.report.digest {
         eprintln!("{line}");
@@ -196,16 +223,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
             let was = if matches!(end, weft_record::End::Killed { .. }) { "was " } else { "" };
             eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
             if explored {
-                let path = dir.join(SCHEDULE_FILE);
-                found.schedule.save(&path)?;
-                eprintln!(
-                    "weft: schedule {} found in {} replays ({} resumed from checkpoints; {} failures passed from the failure cache); saved to {}",
-                    found.schedule,
-                    found.attempts,
-                    found.resumed,
-                    found.cache_hits,
-                    path.display()
-                );
+                save_schedule(dir, &found)?;
             }
             Ok(0)
         }
@@ -218,6 +236,159 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
                 );
             }
             Ok(2)
+        }
+    }
+}
+
+/// Opens the trace at `dir`, warning when it was recorded on another CPU.
+fn open_trace(dir: &Path) -> Result<weft_record::Trace> {
+    let trace = weft_record::Trace::open(dir)?;
+    let here = weft_record::cpu::Cpu::current();
+    if trace.meta.cpu != here {
+        eprintln!(
+            "weft: warning: recorded on another CPU ({}); this one is {}. cpuid is not trapped, so code chosen by cpuid may differ and the replay diverge",
+            trace.meta.cpu, here
+        );
+    }
+    Ok(trace)
+}
+
+/// Saves the schedule a search found for a valid replay to
+/// `dir/schedule` (the empty one too, so that no later replay searches
+/// again), and says so.
+fn save_schedule(dir: &Path, found: &weft_explore::Exploration) -> Result<()> {
+    let path = dir.join(SCHEDULE_FILE);
+    found.schedule.save(&path)?;
+    eprintln!(
+        "weft: schedule {} found in {} replays ({} resumed from checkpoints; {} failures passed from the failure cache); saved to {}",
+        found.schedule,
+        found.attempts,
+        found.resumed,
+        found.cache_hits,
+        path.display()
+    );
+    Ok(())
+}
+
+/// Who debugs the replay.
+enum Debugger {
+    /// gdb, started by weft and connected to it, with these arguments
+    /// after weft's own.
+    Gdb(Vec<OsString>),
+    /// Whoever connects to this address, for as long as weft runs.
+    Server(SocketAddr),
+}
+
+/// The schedule a debugging session replays under, and the failure it is
+/// known to meet: `given` (`--preempt`), else the saved one, else the
+/// result of the search autopilot runs (saved when it makes the replay
+/// valid).
+fn debug_schedule(
+    dir: &Path,
+    trace: &weft_record::Trace,
+    given: Option<weft_replay::Schedule>,
+    explore: &weft_explore::ExploreOptions,
+) -> Result<(weft_replay::Schedule, Option<String>)> {
+    if let Some(s) = given {
+        return Ok((s, None));
+    }
+    let saved = dir.join(SCHEDULE_FILE);
+    if saved.exists() {
+        return Ok((weft_replay::Schedule::load(&saved)?, None));
+    }
+    eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
+    let found = weft_explore::search(trace, explore)?;
+    match &found.report.outcome {
+        weft_replay::Outcome::Valid { .. } => {
+            save_schedule(dir, &found)?;
+            Ok((found.schedule, None))
+        }
+        weft_replay::Outcome::Invalid(failure) => {
+            eprintln!(
+                "weft: no valid schedule found in {} replays; debugging under the one that got furthest ({}), which fails: {failure}",
+                found.attempts, found.schedule
+            );
+            let first_line = failure.to_string().lines().next().unwrap_or_default().to_string();
+            Ok((found.schedule, Some(first_line)))
+        }
+    }
+}
+
+/// `weft replay` without -a: an interactive session served to gdb.
+/// Returns gdb's exit status (0 with -s, which serves until killed).
+fn debug(
+    dir: &Path,
+    given: Option<weft_replay::Schedule>,
+    explore: weft_explore::ExploreOptions,
+    how: Debugger,
+) -> Result<i32> {
+    let trace = open_trace(dir)?;
+    let (schedule, known_failure) = debug_schedule(dir, &trace, given, &explore)?;
+    let opts = weft_replay::SessionOptions {
+        schedule,
+        livelock_timeout: explore.replay.livelock_timeout,
+        ..Default::default()
+    };
+    let mut session = weft_replay::ReplaySession::start(&trace, opts)?;
+    let exe = session.exe_path();
+    let serve_opts = weft_stub::ServeOptions { known_failure, ..Default::default() };
+    match how {
+        Debugger::Server(addr) => {
+            if !addr.ip().is_loopback() {
+                eprintln!(
+                    "weft: warning: listening on {addr}: whoever can connect can read the trace's contents, the program's recorded inputs included"
+                );
+            }
+            let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+            let mut shown = listener.local_addr()?;
+            if shown.ip().is_unspecified() {
+                shown.set_ip(Ipv4Addr::LOCALHOST.into());
+            }
+            eprintln!(
+                "weft: serving {} on {}; connect with:\n  gdb -ex 'set sysroot /' -ex 'target remote {shown}' {}",
+                dir.display(),
+                listener.local_addr()?,
+                exe.display()
+            );
+            weft_stub::serve(&mut session, listener, &serve_opts)?;
+            Ok(0)
+        }
+        Debugger::Gdb(gdb_args) => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot listen on 127.0.0.1")?;
+            let addr = listener.local_addr()?;
+            // ^C belongs to gdb, which interrupts the replay with it; weft
+            // only survives it (a handler, unlike SIG_IGN, is not inherited
+            // across exec by gdb or by a tracee started later).
+            extern "C" fn ignore(_: libc::c_int) {}
+            let action = nix::sys::signal::SigAction::new(
+                nix::sys::signal::SigHandler::Handler(ignore),
+                nix::sys::signal::SaFlags::SA_RESTART,
+                nix::sys::signal::SigSet::empty(),
+            );
+            // SAFETY: the handler does nothing.
+            unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGINT, &action) }?;
+            let mut gdb = std::process::Command::new("gdb")
+                .arg("-q")
+                .arg(&exe)
+                .args(["-ex", "set sysroot /", "-ex", &format!("target remote {addr}")])
+                .args(&gdb_args)
+                .spawn()
+                .context("cannot start gdb (is it installed?)")?;
+            let pid = gdb.id();
+            let stop = serve_opts.stop.clone();
+            let waiter = std::thread::spawn(move || {
+                let status = gdb.wait();
+                stop.store(true, Ordering::SeqCst);
+                status
+            });
+            let served = weft_stub::serve(&mut session, listener, &serve_opts);
+            if served.is_err() {
+                // SAFETY: kill(2) on our own child.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            }
+            let status = waiter.join().map_err(|_| anyhow::anyhow!("waiting for gdb failed"))?.context("waiting for gdb")?;
+            served?;
+            Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
         }
     }
 }

@@ -249,6 +249,12 @@ pub fn signal_name(signo: i32) -> String {
         .unwrap_or_else(|_| format!("signal {signo}"))
 }
 
+/// Event `index` as one line of `weft dump` (and of the gdb server's
+/// `monitor events`): `#INDEX  tid T @LABEL what`.
+pub fn dump_line(index: usize, e: &Event) -> String {
+    format!("#{index:<6} {e}")
+}
+
 impl std::fmt::Display for Event {
     /// `tid T @LABEL what`, as `weft dump` prints it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

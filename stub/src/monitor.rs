@@ -1,0 +1,232 @@
+//! weft's `monitor` commands (gdb's `monitor CMD` sends `qRcmd`, GDB
+//! RSP, "General Query Packets"; the reply text reaches gdb's console as
+//! `O` packets). They name what gdb has no words for: log events, epochs,
+//! checkpoints. A command that moves the session cannot tell gdb so (the
+//! protocol has no unsolicited stop in all-stop mode), so its output says
+//! which gdb commands drop gdb's stale register and memory caches.
+
+use crate::stop::describe;
+use weft_record::event::dump_line;
+use weft_replay::{ReplaySession, Stop};
+
+/// Events `monitor events` shows on each side of the current one, by
+/// default and at most.
+const EVENTS_AROUND: usize = 5;
+const EVENTS_AROUND_MAX: usize = 200;
+
+/// The commands, with a line of help each (`monitor help` prints them).
+const HELP: &[(&str, &str)] = &[
+    ("help", "this list"),
+    ("when", "the current log event, thread, epoch, and why the replay cannot go further, if it cannot"),
+    ("goto EVENT", "go (forwards or backwards) to just before log event EVENT"),
+    ("events [N]", "the N logged events on each side of the current one (default 5), as `weft dump` prints them"),
+    ("epochs", "the epochs known so far: event range, threads, the event that closed each"),
+    ("epoch back", "back to the start of this epoch (of the previous one when already there)"),
+    ("epoch N", "go to the start of epoch N"),
+    ("checkpoint", "make a checkpoint here and print its number"),
+    ("checkpoints", "list the checkpoints made"),
+    ("restart N", "go to checkpoint N"),
+];
+
+/// A parsed `monitor` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `help`.
+    Help,
+    /// `when`.
+    When,
+    /// `goto EVENT`: the log event index.
+    Goto(u64),
+    /// `events [N]`: events on each side of the current one.
+    Events(usize),
+    /// `epochs`.
+    Epochs,
+    /// `epoch back`.
+    EpochBack,
+    /// `epoch N`.
+    Epoch(usize),
+    /// `checkpoint`.
+    Checkpoint,
+    /// `checkpoints`.
+    Checkpoints,
+    /// `restart N`: the checkpoint's number.
+    Restart(usize),
+}
+
+impl Command {
+    /// Parses one command line (words separated by blanks). Errors: a
+    /// message for the user naming the unknown command or bad argument.
+    pub fn parse(line: &str) -> Result<Command, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        Ok(match words.as_slice() {
+            ["help"] | [] => Command::Help,
+            ["when"] => Command::When,
+            ["goto", event] => Command::Goto(number("EVENT", event)?),
+            ["events"] => Command::Events(EVENTS_AROUND),
+            ["events", n] => Command::Events(number("N", n)?),
+            ["epochs"] => Command::Epochs,
+            ["epoch", "back"] => Command::EpochBack,
+            ["epoch", n] => Command::Epoch(number("N", n)?),
+            ["checkpoint"] => Command::Checkpoint,
+            ["checkpoints"] => Command::Checkpoints,
+            ["restart", n] => Command::Restart(number("N", n)?),
+            [cmd, ..] if HELP.iter().any(|(usage, _)| usage.split(' ').next() == Some(*cmd)) => {
+                return Err(format!("usage: {}", usages(cmd)));
+            }
+            _ => return Err(format!("unknown command {line:?}; `monitor help` lists them")),
+        })
+    }
+}
+
+/// Word `w`, the argument `what`, as a number.
+fn number<N: std::str::FromStr>(what: &str, w: &str) -> Result<N, String> {
+    w.parse().map_err(|_| format!("{what} must be a number, not {w:?}"))
+}
+
+/// The usage lines of command `cmd`.
+fn usages(cmd: &str) -> String {
+    let lines: Vec<String> =
+        HELP.iter().filter(|(u, _)| u.split(' ').next() == Some(cmd)).map(|(u, _)| format!("monitor {u}")).collect();
+    lines.join(" | ")
+}
+
+/// Runs `cmd` on `session` and returns the text for gdb's console.
+/// `known_failure` is what the caller learnt before serving (the schedule
+/// search found no valid replay). Errors are part of the text: a failing
+/// command must not end the gdb session.
+pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, known_failure: Option<&str>) -> String {
+    let moved = |stop: anyhow::Result<Stop>, session: &ReplaySession<'_>| match stop {
+        Ok(stop) => format!(
+            "{}; now at {}.\ngdb still shows the registers and memory of before: run `maint flush register-cache` and `maint flush dcache` (or step or continue) to see them.\n",
+            describe(&stop),
+            session.when().mark
+        ),
+        Err(e) => format!("error: {e:#}\n"),
+    };
+    match cmd {
+        Command::Help => HELP.iter().map(|(u, h)| format!("monitor {u:<12} {h}\n")).collect(),
+        Command::When => when(session, known_failure),
+        Command::Goto(event) => {
+            let total = session.trace().events.len() as u64;
+            if *event >= total {
+                return format!("error: event {event} is past the end: the trace has events 0 to {}\n", total.saturating_sub(1));
+            }
+            let stop = session.goto_event(*event);
+            moved(stop, session)
+        }
+        Command::Events(n) => events(session, (*n).min(EVENTS_AROUND_MAX)),
+        Command::Epochs => epochs(session),
+        Command::EpochBack => {
+            let stop = session.epoch_back();
+            moved(stop, session)
+        }
+        Command::Epoch(n) => {
+            let stop = session.goto_epoch(*n);
+            moved(stop, session)
+        }
+        Command::Checkpoint => match session.checkpoint() {
+            Ok(c) => format!("checkpoint {} at {}\n", c.id, c.mark),
+            Err(e) => format!("error: {e:#}\n"),
+        },
+        Command::Checkpoints => {
+            let list = session.checkpoints();
+            if list.is_empty() {
+                return "no checkpoints; `monitor checkpoint` makes one\n".into();
+            }
+            list.iter().map(|c| format!("checkpoint {} at {}\n", c.id, c.mark)).collect()
+        }
+        Command::Restart(id) => {
+            let stop = session.restart(*id);
+            moved(stop, session)
+        }
+    }
+}
+
+/// `monitor when`.
+fn when(session: &ReplaySession<'_>, known_failure: Option<&str>) -> String {
+    let w = session.when();
+    let mut text = format!("{} of {} events; epoch {}\n", w.mark, w.events, w.epoch);
+    if let Some(f) = known_failure {
+        text += &format!("known failure of this trace's schedule: {f}\n");
+    }
+    if let Some(d) = session.divergence() {
+        text += &format!("the replay cannot go past: {d}\n");
+    }
+    text
+}
+
+/// `monitor events N`: the current event is marked `=>`.
+fn events(session: &ReplaySession<'_>, n: usize) -> String {
+    let all = &session.trace().events;
+    let current = session.when().mark.event as usize;
+    let from = current.saturating_sub(n);
+    let to = current.saturating_add(n + 1).min(all.len());
+    (from..to)
+        .map(|i| format!("{} {}\n", if i == current { "=>" } else { "  " }, dump_line(i, &all[i])))
+        .collect()
+}
+
+/// `monitor epochs`: the current epoch is marked `=>`.
+fn epochs(session: &ReplaySession<'_>) -> String {
+    let current = session.when().epoch;
+    session
+        .epochs()
+        .iter()
+        .map(|e| {
+            let threads: Vec<String> = e.threads.iter().map(|t| t.to_string()).collect();
+            format!(
+                "{} epoch {}: events {}..{}, threads {}, {}\n",
+                if e.index == current { "=>" } else { "  " },
+                e.index,
+                e.events.start,
+                e.events.end,
+                threads.join(" "),
+                e.closed_by.as_deref().map_or("open".to_string(), |c| format!("closed by {c}"))
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_command() {
+        let cases = [
+            ("help", Command::Help),
+            ("", Command::Help),
+            ("when", Command::When),
+            ("goto 42", Command::Goto(42)),
+            ("  goto   7 ", Command::Goto(7)),
+            ("events", Command::Events(5)),
+            ("events 20", Command::Events(20)),
+            ("epochs", Command::Epochs),
+            ("epoch back", Command::EpochBack),
+            ("epoch 3", Command::Epoch(3)),
+            ("checkpoint", Command::Checkpoint),
+            ("checkpoints", Command::Checkpoints),
+            ("restart 1", Command::Restart(1)),
+        ];
+        for (line, cmd) in cases {
+            assert_eq!(Command::parse(line), Ok(cmd), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_with_a_useful_message() {
+        assert_eq!(Command::parse("goto"), Err("usage: monitor goto EVENT".into()));
+        assert_eq!(Command::parse("epoch"), Err("usage: monitor epoch back | monitor epoch N".into()));
+        assert!(Command::parse("goto -1").unwrap_err().contains("EVENT must be a number"));
+        assert!(Command::parse("restart x").unwrap_err().contains("N must be a number"));
+        assert!(Command::parse("frobnicate").unwrap_err().contains("monitor help"));
+    }
+
+    #[test]
+    fn help_names_every_command() {
+        for (usage, _) in HELP {
+            let word = usage.split(' ').next().unwrap();
+            assert!(Command::parse(word).is_ok() || Command::parse(word).unwrap_err().starts_with("usage:"), "{word}");
+        }
+    }
+}
