@@ -288,7 +288,7 @@ fn debug_schedule(
     trace: &weft_record::Trace,
     given: Option<weft_replay::Schedule>,
     explore: &weft_explore::ExploreOptions,
-) -> Result<(weft_replay::Schedule, Option<String>)> {
+) -> Result<(weft_replay::Schedule, Option<weft_replay::Failure>)> {
     if let Some(s) = given {
         return Ok((s, None));
     }
@@ -308,8 +308,7 @@ fn debug_schedule(
                 "weft: no valid schedule found in {} replays; debugging under the one that got furthest ({}), which fails: {failure}",
                 found.attempts, found.schedule
             );
-            let first_line = failure.to_string().lines().next().unwrap_or_default().to_string();
-            Ok((found.schedule, Some(first_line)))
+            Ok((found.schedule, Some(failure.clone())))
         }
     }
 }
@@ -330,8 +329,11 @@ fn debug(
         ..Default::default()
     };
     let mut session = weft_replay::ReplaySession::start(&trace, opts)?;
-    let exe = session.exe_path();
-    let serve_opts = weft_stub::ServeOptions { known_failure, ..Default::default() };
+    if let Some(failure) = known_failure {
+        session.set_known_failure(failure);
+    }
+    let exe = session.exe_path().to_path_buf();
+    let serve_opts = weft_stub::ServeOptions::default();
     match how {
         Debugger::Server(addr) => {
             if !addr.ip().is_loopback() {

@@ -46,6 +46,7 @@ pub struct ReplaySession<'a> {
     user_checkpoints: Vec<(UserCheckpoint, Saved)>,
     /// The furthest event the replay has shown output for.
     furthest: u64,
+    exe: PathBuf,
 }
 
 impl<'a> ReplaySession<'a> {
@@ -67,6 +68,7 @@ impl<'a> ReplaySession<'a> {
         let mut live = Session::launch(trace, &opts, thread_events.clone(), None)?;
         live.set_interactive();
         Ok(Self {
+            exe: crate::session::executable(trace)?,
             trace,
             timeline: Timeline::new(sopts.max_checkpoints),
             opts,
@@ -93,9 +95,8 @@ impl<'a> ReplaySession<'a> {
 
     /// The executable the replay runs (the recorded path, or the trace's
     /// copy when the file changed since): what gdb loads symbols from.
-    /// Errors: the trace has no copy of it.
-    pub fn exe_path(&self) -> Result<PathBuf> {
-        crate::session::executable(self.trace)
+    pub fn exe_path(&self) -> &std::path::Path {
+        &self.exe
     }
 
     /// The recorded tids of the threads alive now, in creation order.

@@ -42,7 +42,13 @@ impl ReplaySession<'_> {
             self.restore(from.map_or(Origin::Start, Origin::Timeline))?;
             let hits = self.scan(&hi, &set)?;
             if let Some(hit) = hits.into_iter().last() {
-                self.seek(&hit.mark)?;
+                // Backwards, a watchpoint stops before the access (gdb
+                // then sees the value change back, as rr shows it).
+                let target = match hit.stop {
+                    Stop::Watchpoint { .. } => self.one_before(&hit.mark)?,
+                    _ => hit.mark,
+                };
+                self.seek(&target)?;
                 return Ok(hit.stop);
             }
             match from_mark {
@@ -191,22 +197,29 @@ impl ReplaySession<'_> {
     /// in the replay.
     pub(crate) fn reverse_step(&mut self, tid: Tid) -> Result<Stop> {
         let now = self.mark.clone();
-        let target = if now.tid == tid && now.trailing_steps() > 0 {
-            let mut target = now.clone();
-            match target.path.last_mut() {
-                Some(Leg::Steps(m)) if *m > 1 => *m -= 1,
-                _ => {
-                    target.path.pop();
-                }
-            }
-            target
-        } else if now.tid == tid && !now.path.is_empty() {
-            self.before_trap(&now)?
+        let target = if now.tid == tid && !now.path.is_empty() {
+            self.one_before(&now)?
         } else {
             self.end_of_previous_segment(&now, tid)?
         };
         self.seek(&target)?;
         Ok(Stop::Step { tid })
+    }
+
+    /// The moment one instruction before `mark`, which is inside its
+    /// segment (not at its start).
+    fn one_before(&mut self, mark: &Mark) -> Result<Mark> {
+        if mark.trailing_steps() == 0 {
+            return self.before_trap(mark);
+        }
+        let mut target = mark.clone();
+        match target.path.last_mut() {
+            Some(Leg::Steps(m)) if *m > 1 => *m -= 1,
+            _ => {
+                target.path.pop();
+            }
+        }
+        Ok(target)
     }
 
     /// The moment one instruction before `now`, which ends with a trap leg:

@@ -91,10 +91,9 @@ fn usages(cmd: &str) -> String {
 }
 
 /// Runs `cmd` on `session` and returns the text for gdb's console.
-/// `known_failure` is what the caller learnt before serving (the schedule
-/// search found no valid replay). Errors are part of the text: a failing
-/// command must not end the gdb session.
-pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, known_failure: Option<&str>) -> String {
+/// Errors are part of the text: a failing command must not end the gdb
+/// session.
+pub fn run(cmd: &Command, session: &mut ReplaySession<'_>) -> String {
     let moved = |stop: anyhow::Result<Stop>, session: &ReplaySession<'_>| match stop {
         Ok(stop) => format!(
             "{}; now at {}.\ngdb still shows the registers and memory of before: run `maint flush register-cache` and `maint flush dcache` (or step or continue) to see them.\n",
@@ -105,7 +104,7 @@ pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, known_failure: Option
     };
     match cmd {
         Command::Help => HELP.iter().map(|(u, h)| format!("monitor {u:<12} {h}\n")).collect(),
-        Command::When => when(session, known_failure),
+        Command::When => when(session),
         Command::Goto(event) => {
             let total = session.trace().events.len() as u64;
             if *event >= total {
@@ -143,14 +142,11 @@ pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, known_failure: Option
 }
 
 /// `monitor when`.
-fn when(session: &ReplaySession<'_>, known_failure: Option<&str>) -> String {
+fn when(session: &ReplaySession<'_>) -> String {
     let w = session.when();
     let mut text = format!("{} of {} events; epoch {}\n", w.mark, w.events, w.epoch);
-    if let Some(f) = known_failure {
-        text += &format!("known failure of this trace's schedule: {f}\n");
-    }
     if let Some(d) = session.divergence() {
-        text += &format!("the replay cannot go past: {d}\n");
+        text += &format!("{d}\n");
     }
     text
 }

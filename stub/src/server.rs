@@ -39,9 +39,6 @@ pub struct ServeOptions {
     /// Set by the caller (from any thread) to make [`serve`] return once
     /// no client is attached; never set, `serve` serves forever.
     pub stop: Arc<AtomicBool>,
-    /// Why the replay of this trace is known to fail (no valid schedule
-    /// was found): printed when a client connects, and by `monitor when`.
-    pub known_failure: Option<String>,
 }
 
 /// Serves gdb clients on `listener`, one at a time, until `opts.stop` is
@@ -57,7 +54,7 @@ pub fn serve(session: &mut ReplaySession<'_>, listener: TcpListener, opts: &Serv
         let (busy, done) = (busy.clone(), done.clone());
         std::thread::Builder::new().name("weft-accept".into()).spawn(move || accept(&listener, &busy, &done, &tx))?
     };
-    let mut target = ReplayTarget::new(session, opts.known_failure.clone());
+    let mut target = ReplayTarget::new(session);
     let result = loop {
         if opts.stop.load(Ordering::SeqCst) {
             break Ok(());
@@ -66,7 +63,7 @@ pub fn serve(session: &mut ReplaySession<'_>, listener: TcpListener, opts: &Serv
             Ok((stream, peer)) => {
                 eprintln!("weft: gdb connected from {peer}");
                 if let Some(f) = target.known_failure() {
-                    eprintln!("weft: note: no valid schedule was found; the replay stops at: {f}");
+                    eprintln!("weft: note: no valid schedule was found; the replay stops at: {}", f.to_string().lines().next().unwrap_or_default());
                 }
                 match serve_client(&mut target, stream) {
                     Ok(end) => eprintln!("weft: gdb at {peer} {end}; waiting for the next client"),

@@ -62,7 +62,7 @@ pub fn library_list(auxv: &[u8], read: ReadMemory) -> String {
     for m in maps.iter().skip(1).filter(|m| !m.name.is_empty()) {
         let _ = write!(
             xml,
-            "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\"/>",
+            "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\" lmid=\"0x0\"/>",
             escape(&String::from_utf8_lossy(&m.name)),
             m.lm,
             m.l_addr,
@@ -217,8 +217,8 @@ mod tests {
         assert_eq!(
             xml,
             "<library-list-svr4 version=\"1.0\" main-lm=\"0x71000000\">\
-             <library name=\"/lib/x86_64-linux-gnu/libc.so.6\" lm=\"0x71000100\" l_addr=\"0x7fff00000000\" l_ld=\"0x7fff00200000\"/>\
-             <library name=\"/tmp/a&amp;b&quot;&lt;c&gt;.so\" lm=\"0x71000200\" l_addr=\"0x100000\" l_ld=\"0x200000\"/>\
+             <library name=\"/lib/x86_64-linux-gnu/libc.so.6\" lm=\"0x71000100\" l_addr=\"0x7fff00000000\" l_ld=\"0x7fff00200000\" lmid=\"0x0\"/>\
+             <library name=\"/tmp/a&amp;b&quot;&lt;c&gt;.so\" lm=\"0x71000200\" l_addr=\"0x100000\" l_ld=\"0x200000\" lmid=\"0x0\"/>\
              </library-list-svr4>"
         );
     }

@@ -76,23 +76,21 @@ impl Action {
 pub struct ReplayTarget<'s, 'a> {
     session: &'s mut ReplaySession<'a>,
     action: Action,
-    /// The failure a replay of this trace meets, known before serving.
-    known_failure: Option<String>,
     /// The last stop reported was the fatal signal ([`Stop::Killed`]).
     killed_reported: bool,
 }
 
 impl<'s, 'a> ReplayTarget<'s, 'a> {
-    /// A target over `session`; `known_failure` is shown at connect and
-    /// by `monitor when`.
-    pub fn new(session: &'s mut ReplaySession<'a>, known_failure: Option<String>) -> Self {
-        Self { session, action: Action::Continue, known_failure, killed_reported: false }
+    /// A target over `session`.
+    pub fn new(session: &'s mut ReplaySession<'a>) -> Self {
+        Self { session, action: Action::Continue, killed_reported: false }
     }
 
-    /// What weft tells a client that connects, on stderr (the protocol has
-    /// no greeting).
-    pub fn known_failure(&self) -> Option<&str> {
-        self.known_failure.as_deref()
+    /// The failure the replay is known to meet (no valid schedule was
+    /// found), which weft tells a client that connects, on stderr (the
+    /// protocol has no greeting).
+    pub fn known_failure(&self) -> Option<&weft_replay::Failure> {
+        self.session.known_failure()
     }
 
     /// Runs gdb's last resume request until a stop gdb must see, polling
@@ -376,7 +374,7 @@ impl MonitorCmd for ReplayTarget<'_, '_> {
         let line = String::from_utf8_lossy(cmd);
         let text = match monitor::Command::parse(&line) {
             Ok(cmd) => {
-                let text = monitor::run(&cmd, self.session, self.known_failure.as_deref());
+                let text = monitor::run(&cmd, self.session);
                 if !matches!(cmd, monitor::Command::When | monitor::Command::Help | monitor::Command::Events(_)) {
                     self.killed_reported = false;
                 }

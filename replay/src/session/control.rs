@@ -20,8 +20,9 @@ impl Session<'_> {
     /// Resumes thread `i` until its next scheduling point, or until a
     /// debugger breakpoint or watchpoint when `traps` (else they are passed
     /// silently). Syscalls that are not scheduling points run (or, for
-    /// rseq, fail) on the way.
-    pub(super) fn advance(&mut self, i: usize, traps: bool) -> Result<Advance> {
+    /// rseq, fail) on the way; with `one_syscall`, the first one ends the
+    /// run (a single step of a `syscall` instruction).
+    pub(super) fn advance(&mut self, i: usize, traps: bool, one_syscall: bool) -> Result<Advance> {
         loop {
             let (tid, sig) = (self.state.threads[i].tid, match self.state.threads[i].at {
                 At::Deliver(s) => Some(s),
@@ -44,12 +45,20 @@ impl Session<'_> {
                     self.state.threads[i].regs = regs;
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         self.set_altstack(i, &regs);
+                        if one_syscall {
+                            return Ok(Advance::Halt(Halt::Stepped(true)));
+                        }
                         continue;
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
-                        Class::Refused => self.finish_syscall(i, -libc::ENOSYS as i64)?,
+                        Class::Refused => {
+                            self.finish_syscall(i, -libc::ENOSYS as i64)?;
+                            if one_syscall {
+                                return Ok(Advance::Halt(Halt::Stepped(true)));
+                            }
+                        }
                         Class::Execute => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };

@@ -102,7 +102,7 @@ impl Session<'_> {
                 return Ok(Some(Halt::Segment));
             }
         }
-        let advanced = if goal.step == Some(cur) { self.single_step(cur)? } else { self.advance(cur, goal.traps)? };
+        let advanced = if goal.step == Some(cur) { self.single_step(cur)? } else { self.advance(cur, goal.traps, false)? };
         match advanced {
             Advance::Point => Ok(None),
             Advance::Halt(halt) => {

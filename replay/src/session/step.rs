@@ -30,8 +30,13 @@ impl Session<'_> {
         }
         let code = self.mem.read(pc, 2).unwrap_or_default();
         if code == remote::SYSCALL_INSN || self.state.sync.is_sync(pc) {
+            // Stops at the syscall's end unless it is a scheduling point.
             self.state.stepping = Some(i);
-            return self.advance(i, true);
+            let advanced = self.advance(i, true, true)?;
+            if matches!(advanced, Advance::Halt(_)) {
+                self.state.stepping = None;
+            }
+            return Ok(advanced);
         }
         let tid = self.state.threads[i].tid;
         let sig = match self.state.threads[i].at {
