@@ -252,12 +252,13 @@ fn step_next_finish_and_their_reverses() {
     assert!(rnext.contains("counter++;"), "{}", t.text);
     assert_eq!(int(rnext), 0, "{}", t.text);
     let rfinish = t.section("reverse-finish");
-    assert!(rfinish.contains("Run back to call of #0  work_step"), "{}", t.text);
+    // (gdb -batch does not print "Run back to call of": no tty.)
+    assert!(rfinish.contains(" in worker (arg="), "{}", t.text);
     assert!(rfinish.contains("work_step(id, i);"), "stops at the call in worker:\n{}", t.text);
     assert!(t.section("step").contains("work_step (id="), "step enters the same call again:\n{}", t.text);
     let finish = t.section("finish");
-    assert!(finish.contains("Run till exit from #0  work_step"), "{}", t.text);
     assert!(finish.contains("worker (arg="), "{}", t.text);
+    assert!(finish.contains("pthread_mutex_unlock(&lock);"), "back in worker after the call:\n{}", t.text);
     assert!(t.section("reverse-step").contains("work_step (id="), "back into work_step's last line:\n{}", t.text);
 }
 
@@ -376,7 +377,9 @@ fn scripted_session_walks_back_from_the_crash_to_the_bad_write() {
 /// reverse-continue goes back to the first, in the same thread.
 #[test]
 fn pbzip2_breakpoint_in_a_consumer_and_reverse_continue() {
-    let input = text_file("pbzip2-gdb-input.txt", 2); // 3 blocks of at most 900 kB
+    // 4 MB as in tests/debian.rs: of 7 recordings of 1-2 MB, the search
+    // found a schedule for none (1000 replays each).
+    let input = text_file("pbzip2-gdb-input.txt", 4);
     let prog = debian_program("pbzip2", "pbzip2");
     let trace = record_until_a_schedule_is_found(
         "pbzip2-gdb",
