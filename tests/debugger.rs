@@ -49,9 +49,9 @@ fn crash_trace(name: &str) -> (PathBuf, PathBuf, String) {
     (trace, exe, pc)
 }
 
-/// The recorded thread ids: the process's pid (its first thread) and
-/// every spawned thread, from `weft dump --json`.
-fn recorded_tids(trace: &Path) -> Vec<u32> {
+/// The recorded pid (the main thread's tid) and every recorded thread id
+/// (sorted): the pid and every spawned thread, from `weft dump --json`.
+fn recorded_tids(trace: &Path) -> (u32, Vec<u32>) {
     let dump = weft().args(["dump", "--json"]).arg(trace).output().unwrap();
     assert!(dump.status.success(), "{}", err(&dump));
     let mut tids = Vec::new();
@@ -64,8 +64,9 @@ fn recorded_tids(trace: &Path) -> Vec<u32> {
             tids.push(v["child"].as_u64().unwrap() as u32);
         }
     }
+    let pid = tids[0];
     tids.sort();
-    tids
+    (pid, tids)
 }
 
 /// The index of the last `spawn` event in the trace.
@@ -110,13 +111,13 @@ fn breakpoint_in_a_worker_thread() {
     let rows = info_threads(t.section("threads"));
     let mut tids: Vec<u32> = rows.iter().map(|r| r.2).collect();
     tids.sort();
-    let recorded = recorded_tids(&trace);
+    let (pid, recorded) = recorded_tids(&trace);
     assert_eq!(recorded.len(), 4, "main and 3 workers were recorded");
     assert_eq!(tids, recorded, "info threads shows the recorded threads:\n{}", t.text);
     let current: Vec<_> = rows.iter().filter(|r| r.0).collect();
     assert_eq!(current.len(), 1, "{}", t.text);
     assert!(current[0].3.contains("work_step"), "{}", t.text);
-    assert_ne!(current[0].2, recorded[0], "the stop is in a worker, not main:\n{}", t.text);
+    assert_ne!(current[0].2, pid, "the stop is in a worker, not main:\n{}", t.text);
 }
 
 #[test]
