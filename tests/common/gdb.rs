@@ -383,8 +383,8 @@ impl Rsp {
         self.send_raw(format!("${payload}#{sum:02x}").as_bytes())
     }
 
-    /// Reads the next packet's payload (skipping acks and acknowledging the
-    /// packet). Err on EOF, reset or a 10 s timeout.
+    /// Reads the next packet's payload (skipping acks, acknowledging the
+    /// packet, expanding run-length encoding). Err on EOF, reset or a 10 s timeout.
     pub fn recv(&mut self) -> std::io::Result<String> {
         let mut byte = [0u8; 1];
         loop {
@@ -405,7 +405,20 @@ impl Rsp {
         self.read1(&mut sum[..1])?;
         self.read1(&mut sum[1..])?;
         self.send_raw(b"+")?;
-        Ok(String::from_utf8_lossy(&payload).into_owned())
+        // Expand run-length encoding: `X*n` is X repeated n - 29 more times.
+        let mut out = Vec::with_capacity(payload.len());
+        let mut i = 0;
+        while i < payload.len() {
+            if payload[i] == b'*' && i + 1 < payload.len() && !out.is_empty() {
+                let prev = *out.last().unwrap();
+                out.extend(std::iter::repeat_n(prev, payload[i + 1].saturating_sub(29) as usize));
+                i += 2;
+            } else {
+                out.push(payload[i]);
+                i += 1;
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
     /// Sends a packet and returns the reply's payload.
