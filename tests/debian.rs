@@ -66,24 +66,3 @@ fn sort_parallel() {
     let prog = debian_program("sort", "coreutils");
     record_until_a_schedule_is_found("sort", &[prog.to_str().unwrap(), "--parallel=2", "-S", "64M", input.to_str().unwrap()], &[], 3);
 }
-
-/// Records `argv` and checks that its replay (`weft replay -a` with
-/// `replay_args`) is valid and prints the recorded output. A recording
-/// whose search ends in "no schedule found" (its interleaving is beyond
-/// the search, see the callers), and only such a recording, is taken
-/// again, up to `recordings` in all; the test says so.
-fn record_until_a_schedule_is_found(name: &str, argv: &[&str], replay_args: &[&str], recordings: usize) {
-    for attempt in 0..recordings {
-        let trace = trace_dir(&format!("{name}-{attempt}"));
-        let rec = record(&trace, argv, Stdio::null());
-        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-        let rep = replay(&trace, replay_args);
-        if attempt + 1 < recordings && err(&rep).contains("no schedule found") {
-            eprintln!("{name} recording {attempt}: the search found no schedule; recording again");
-            continue;
-        }
-        assert_replays_as_recorded(name, &rec, &rep);
-        assert!(rec.stdout.len() > 1000, "the program produced its output");
-        return;
-    }
-}

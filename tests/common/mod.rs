@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod gdb;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -20,9 +22,20 @@ pub fn scratch() -> &'static Path {
     DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
 }
 
-/// Compiles tests/c/NAME.c (once) and returns the binary's path.
+/// Compiles tests/c/NAME.c (once) with -O1 and returns the binary's path.
 pub fn program(name: &str) -> PathBuf {
-    let out = scratch().join("bin").join(name);
+    compile(name, name, &["-O1", "-g", "-pthread"])
+}
+
+/// Compiles tests/c/NAME.c (once) for the debugger tests, with -O0 so that
+/// every variable and line is where the source says, and returns the
+/// binary's path.
+pub fn debug_program(name: &str) -> PathBuf {
+    compile(name, &format!("{name}-O0"), &["-O0", "-g", "-pthread"])
+}
+
+fn compile(name: &str, bin: &str, flags: &[&str]) -> PathBuf {
+    let out = scratch().join("bin").join(bin);
     if !out.exists() {
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
@@ -31,7 +44,8 @@ pub fn program(name: &str) -> PathBuf {
         let n = COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = out.with_extension(format!("tmp{n}"));
         let st = Command::new("cc")
-            .args(["-O1", "-g", "-pthread", "-o"])
+            .args(flags)
+            .arg("-o")
             .arg(&tmp)
             .arg(&src)
             .status()
@@ -135,4 +149,27 @@ pub fn text_file(name: &str, mb: usize) -> PathBuf {
         std::fs::write(&path, s).unwrap();
     }
     path
+}
+
+/// Records `argv` and checks that its replay (`weft replay -a` with
+/// `replay_args`) is valid and prints the recorded output; returns the
+/// trace, which keeps the schedule found (`TRACE/schedule`) for later
+/// replays. A recording whose search ends in "no schedule found" (its
+/// interleaving is beyond the search), and only such a recording, is
+/// taken again, up to `recordings` in all; the test says so.
+pub fn record_until_a_schedule_is_found(name: &str, argv: &[&str], replay_args: &[&str], recordings: usize) -> PathBuf {
+    for attempt in 0..recordings {
+        let trace = trace_dir(&format!("{name}-{attempt}"));
+        let rec = record(&trace, argv, Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        let rep = replay(&trace, replay_args);
+        if attempt + 1 < recordings && err(&rep).contains("no schedule found") {
+            eprintln!("{name} recording {attempt}: the search found no schedule; recording again");
+            continue;
+        }
+        assert_replays_as_recorded(name, &rec, &rep);
+        assert!(rec.stdout.len() > 1000, "the program produced its output");
+        return trace;
+    }
+    unreachable!()
 }
