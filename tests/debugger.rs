@@ -204,10 +204,11 @@ fn reverse_stepi_then_stepi_returns_to_the_same_state() {
     let regs = ["p/x $pc", "info registers rip rsp rax", "p $rax"];
     let mut cmds = vec!["break work_step", "continue", "stepi 2", "@before"];
     cmds.extend(regs);
-    cmds.extend(["reverse-stepi", "@back"]);
+    cmds.extend(["@stepping", "reverse-stepi", "@back"]);
     cmds.extend(regs);
-    cmds.extend(["stepi", "@again"]);
+    cmds.extend(["@stepping", "stepi", "@again"]);
     cmds.extend(regs);
+    cmds.push("@end");
     let t = server.gdb(&exe, &cmds);
     let (before, back, again) = (t.section("before"), t.section("back"), t.section("again"));
     assert!(before.contains("rip") && before.contains("rsp") && before.contains("rax"), "{}", t.text);
@@ -455,7 +456,7 @@ fn lldb_breakpoint_registers_continue_and_reverse_continue() {
     let rip2 = t.lldb_output("register read rip", 0);
     assert!(rip2.contains("rip = 0x") && rip2.contains("work_step"), "{}", t.text);
     let all = t.lldb_output("register read", 0);
-    for r in ["rax = 0x", "rsp = 0x", "rip = 0x", "rflags = 0x"] {
+    for r in ["rax = 0x", "rsp = 0x", "rip = 0x", "eflags = 0x"] {
         assert!(all.contains(r), "register read shows {r}:\n{}", t.text);
     }
     let rev = t.lldb_output("process continue --reverse", 0);

@@ -218,7 +218,7 @@ impl Drop for Server {
 
 /// Runs `gdb -batch -nx EXE` with `target remote 127.0.0.1:PORT` and then
 /// each of `cmds` as its own `-ex` (so that one failing command, as an
-/// expected error, does not end the session). A command `@@name` becomes
+/// expected error, does not end the session). A command `@name` becomes
 /// `echo @@name\n`, a marker that `Transcript::section` finds.
 pub fn gdb_session(port: u16, exe: &Path, cmds: &[&str]) -> Transcript {
     let mut c = gdb_command(exe);
@@ -239,9 +239,9 @@ pub fn gdb_command(exe: &Path) -> Command {
     c
 }
 
-/// A script line: `@@name` becomes the marker's echo command.
+/// A script line: `@name` becomes the echo command of marker `@@name`.
 pub fn gdb_cmd(cmd: &str) -> String {
-    match cmd.strip_prefix("@@") {
+    match cmd.strip_prefix('@') {
         Some(name) => format!("echo @@{name}\\n"),
         None => cmd.to_string(),
     }
