@@ -387,7 +387,7 @@ fn pbzip2_breakpoint_in_a_consumer_and_reverse_continue() {
         "pbzip2-gdb",
         &[prog.to_str().unwrap(), "-p2", "-c", input.to_str().unwrap()],
         &[],
-        3,
+        5,
     );
     let server = Server::start(&trace);
     let block = "print *(char (*)[24])$rdx";

@@ -65,7 +65,9 @@ impl ReplaySession<'_> {
     }
 
     /// Replays from the live process's mark (before `hi`) to `hi` with the
-    /// traps of `set` and returns their hits, strictly before `hi`.
+    /// traps of `set` and returns their hits before `hi`. A watchpoint hit
+    /// at `hi` itself counts: backwards, the access that led to `hi` is
+    /// the first one undone.
     fn scan(&mut self, hi: &Mark, set: &Arc<TrapSet>) -> Result<Vec<Hit>> {
         let mut hits = Vec::new();
         let mut values = self.watch_values(&set.watchpoints);
@@ -92,7 +94,7 @@ impl ReplaySession<'_> {
     }
 
     /// Walks `leg` (the last of its mark when `last`) from `prefix`, with
-    /// the traps of `set` added, and adds their hits before the mark.
+    /// the traps of `set` added, and adds their hits (see `scan`).
     fn scan_leg(
         &mut self,
         leg: &Leg,
@@ -115,7 +117,8 @@ impl ReplaySession<'_> {
                             bail!("a position in segment {point} is not reached again");
                         }
                         done += u64::from(in_own);
-                        if in_set && !(last && in_own && done == *n) {
+                        let at_hi = last && in_own && done == *n;
+                        if in_set && !(at_hi && halt == Halt::Breakpoint) {
                             seen += 1;
                             let mut mark = prefix.clone();
                             mark.push(Leg::Traps(set.clone(), seen));
@@ -136,7 +139,7 @@ impl ReplaySession<'_> {
                         if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || me.mark.point != point {
                             bail!("a position in segment {point} is not reached again ({halt:?})");
                         }
-                        if matches!(halt, Halt::Watch(_)) && !(last && j == *m) {
+                        if matches!(halt, Halt::Watch(_)) {
                             let mut mark = prefix.clone();
                             mark.push(Leg::Steps(j));
                             let stop = me.hit_stop(&halt, values);

@@ -217,6 +217,18 @@ impl SyncPoints {
         }
     }
 
+    /// `[start, end)` was mapped anew (a file mmap over it): the int3s
+    /// there are gone; sets them again over the new code.
+    pub fn remapped(&mut self, mem: &Memory, start: u64, end: u64) {
+        let inside: Vec<u64> = self.original.keys().copied().filter(|a| (start..end).contains(a)).collect();
+        for addr in inside {
+            self.original.remove(&addr);
+            if self.arm(mem, addr).is_err() {
+                tracing::warn!(addr, "cannot set a breakpoint again after a remap");
+            }
+        }
+    }
+
     fn arm(&mut self, mem: &Memory, addr: u64) -> Result<()> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.original.entry(addr) {
             let code = mem.read(addr, 4)?;

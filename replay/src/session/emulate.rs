@@ -274,6 +274,7 @@ impl Session<'_> {
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
         self.mem.write(addr, &data[start..end])?;
+        self.state.sync.remapped(&self.mem, addr, addr + e.args[1]);
         let is_libc = Path::new(OsStr::from_bytes(&file.path))
             .file_name()
             .is_some_and(|n| n.as_bytes().starts_with(b"libc.so"));
