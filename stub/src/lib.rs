@@ -13,8 +13,12 @@
 //! ([`monitor`]) reach the log's events, epochs and checkpoints. A resume
 //! packet is run by the session until a [`weft_replay::Stop`], which
 //! becomes a stop reply ([`stop`], with gdb's signal numbers, [`signal`]).
+//! gdbstub lacks `qGetTLSAddr`: the server takes those packets out of
+//! the stream first ([`intercept`]) and answers them with the address of
+//! the thread-local variable ([`tls`]).
 
 pub mod arch;
+pub mod intercept;
 pub mod monitor;
 pub mod regs;
 pub mod server;
@@ -22,6 +26,7 @@ pub mod signal;
 pub mod stop;
 pub mod svr4;
 pub mod target;
+pub mod tls;
 pub mod watch;
 
 pub use server::{serve, ServeOptions};

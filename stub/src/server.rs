@@ -8,8 +8,10 @@
 //! The bytes gdb sends are read here, not by gdbstub, so that a running
 //! replay can look for gdb's interrupt (a bare `0x03` byte; GDB RSP,
 //! "Interrupts") without blocking, and hand everything to gdbstub's state
-//! machine afterwards.
+//! machine afterwards, but for the `qGetTLSAddr` packets weft answers
+//! itself ([`crate::intercept`]).
 
+use crate::intercept::{Intercept, Unread};
 use crate::target::ReplayTarget;
 use anyhow::{Context, Result};
 use gdbstub::stub::state_machine::GdbStubStateMachine;
@@ -164,18 +166,32 @@ impl Incoming {
 
     /// The next byte, waiting for it; `None` once the connection closed.
     fn next(&mut self) -> Option<u8> {
-        while self.pending.is_empty() && !self.closed {
+        while self.pending.is_empty() && self.read_more() {}
+        self.pending.pop_front()
+    }
+}
+
+impl Unread for Incoming {
+    fn unread(&mut self) -> &mut VecDeque<u8> {
+        &mut self.pending
+    }
+
+    fn read_more(&mut self) -> bool {
+        while !self.closed {
             let mut buf = [0u8; 4096];
             // SAFETY: as in `poll`.
             let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
             match n {
                 0 => self.closed = true,
-                n if n > 0 => self.pending.extend(&buf[..n as usize]),
+                n if n > 0 => {
+                    self.pending.extend(&buf[..n as usize]);
+                    return true;
+                }
                 _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
                 _ => self.closed = true,
             }
         }
-        self.pending.pop_front()
+        false
     }
 }
 
@@ -183,6 +199,8 @@ impl Incoming {
 /// packet, a failed write) or the session's.
 fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<ClientEnd> {
     let mut incoming = Incoming { fd: stream.as_raw_fd(), pending: VecDeque::new(), closed: false };
+    let mut intercept = Intercept::default();
+    let mut replies = stream.try_clone().context("cannot share the client's socket")?;
     let mut machine = GdbStub::new(stream).run_state_machine(target)?;
     // Whether the interrupt came while gdb waited for a stop (else it
     // crossed a stop reply, and is dropped).
@@ -191,15 +209,27 @@ fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<
         machine = match machine {
             GdbStubStateMachine::Idle(gdb) => {
                 running = false;
-                match incoming.next() {
-                    Some(byte) => gdb.incoming_data(target, byte)?,
-                    None => return Ok(ClientEnd::Closed),
+                if let Some(args) = intercept.take(&mut incoming) {
+                    let reply = target.tls_address(&args).map_or_else(|| "E01".to_owned(), |a| format!("{a:x}"));
+                    replies.write_all(&intercept.frame(&reply)).context("answering qGetTLSAddr")?;
+                    GdbStubStateMachine::Idle(gdb)
+                } else {
+                    match incoming.next() {
+                        Some(byte) => {
+                            intercept.passed(byte);
+                            gdb.incoming_data(target, byte)?
+                        }
+                        None => return Ok(ClientEnd::Closed),
+                    }
                 }
             }
             GdbStubStateMachine::Running(gdb) => {
                 running = true;
                 match incoming.pending.pop_front() {
-                    Some(byte) => gdb.incoming_data(target, byte)?,
+                    Some(byte) => {
+                        intercept.passed(byte);
+                        gdb.incoming_data(target, byte)?
+                    }
                     None => {
                         let reason = target.run(&mut || incoming.poll())?;
                         if incoming.closed {

@@ -20,7 +20,7 @@ const AT_PHNUM: u64 = 5;
 /// Program header types and the size of an `Elf64_Phdr`.
 const PT_DYNAMIC: u32 = 2;
 const PT_PHDR: u32 = 6;
-const PHDR_SIZE: u64 = 56;
+pub(crate) const PHDR_SIZE: u64 = 56;
 /// Dynamic section tags.
 const DT_NULL: u64 = 0;
 const DT_DEBUG: u64 = 21;
@@ -34,18 +34,32 @@ const L_NEXT: u64 = 24;
 const MAX_LIBRARIES: usize = 4096;
 const MAX_DYNAMIC: u64 = 4096;
 const PATH_MAX: usize = 4096;
+/// The most program headers an ELF file can list without extended
+/// numbering (`PN_XNUM`).
+const MAX_PHNUM: u64 = 0xffff;
 
 /// One `struct link_map` of the loader's list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct LinkMap {
+pub(crate) struct LinkMap {
     /// Its own address.
-    lm: u64,
+    pub(crate) lm: u64,
     /// The load bias.
-    l_addr: u64,
+    pub(crate) l_addr: u64,
     /// The path the loader opened (empty for the executable and the vDSO).
     name: Vec<u8>,
     /// Its dynamic section.
     l_ld: u64,
+}
+
+/// The fields of an `Elf64_Phdr` weft uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProgramHeader {
+    /// `p_type`.
+    pub(crate) kind: u32,
+    /// `p_vaddr`, before relocation.
+    vaddr: u64,
+    /// `p_memsz`, in bytes.
+    memsz: u64,
 }
 
 /// The library list document for a process with auxiliary vector `auxv`
@@ -53,7 +67,7 @@ struct LinkMap {
 /// `DT_DEBUG` (at the program's first instructions), or for a static
 /// executable, the list is empty.
 pub fn library_list(auxv: &[u8], read: ReadMemory) -> String {
-    let maps = r_debug(auxv, read).map(|r| link_maps(r, read)).unwrap_or_default();
+    let maps = link_map_chain(auxv, read);
     let mut xml = String::from("<library-list-svr4 version=\"1.0\"");
     if let Some(main) = maps.first() {
         let _ = write!(xml, " main-lm=\"{:#x}\"", main.lm);
@@ -73,32 +87,56 @@ pub fn library_list(auxv: &[u8], read: ReadMemory) -> String {
     xml
 }
 
-/// The address of the loader's `struct r_debug`, when it has set it.
-fn r_debug(auxv: &[u8], read: ReadMemory) -> Option<u64> {
-    let aux = |key| {
-        auxv.chunks_exact(16)
-            .map(|e| (u64::from_le_bytes(e[..8].try_into().unwrap()), u64::from_le_bytes(e[8..].try_into().unwrap())))
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v)
-    };
-    let (phdr, phnum) = (aux(AT_PHDR)?, aux(AT_PHNUM)?);
-    let headers: Vec<(u32, u64, u64)> = (0..phnum)
+/// The loader's `link_map` chain, in its order (the executable first);
+/// empty before the loader has filled `DT_DEBUG`, or for a static
+/// executable. `auxv` is the raw `/proc/PID/auxv`.
+pub(crate) fn link_map_chain(auxv: &[u8], read: ReadMemory) -> Vec<LinkMap> {
+    r_debug(auxv, read).map(|r| link_maps(r, read)).unwrap_or_default()
+}
+
+/// The value of auxv entry `key` (`AT_*`) in the raw auxiliary vector.
+fn auxv_value(auxv: &[u8], key: u64) -> Option<u64> {
+    auxv.chunks_exact(16)
+        .map(|e| (u64::from_le_bytes(e[..8].try_into().unwrap()), u64::from_le_bytes(e[8..].try_into().unwrap())))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// The executable's program headers, found through auxv `AT_PHDR` and
+/// `AT_PHNUM`; `None` when auxv lacks them or they are unreadable.
+pub(crate) fn executable_headers(auxv: &[u8], read: ReadMemory) -> Option<Vec<ProgramHeader>> {
+    program_headers(auxv_value(auxv, AT_PHDR)?, auxv_value(auxv, AT_PHNUM)?, read)
+}
+
+/// The `count` program headers at `at` in tracee memory; `None` when one
+/// is unreadable or `count` exceeds what ELF allows.
+pub(crate) fn program_headers(at: u64, count: u64, read: ReadMemory) -> Option<Vec<ProgramHeader>> {
+    if count > MAX_PHNUM {
+        return None;
+    }
+    (0..count)
         .map(|i| {
             let mut h = [0u8; PHDR_SIZE as usize];
-            (read(phdr + i * PHDR_SIZE, &mut h) == h.len()).then(|| {
+            (read(at.wrapping_add(i * PHDR_SIZE), &mut h) == h.len()).then(|| {
                 let word = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().unwrap());
-                (u32::from_le_bytes(h[..4].try_into().unwrap()), word(16), word(40))
+                ProgramHeader { kind: u32::from_le_bytes(h[..4].try_into().unwrap()), vaddr: word(16), memsz: word(40) }
             })
         })
-        .collect::<Option<_>>()?;
+        .collect()
+}
+
+/// The address of the loader's `struct r_debug`, when it has set it.
+fn r_debug(auxv: &[u8], read: ReadMemory) -> Option<u64> {
+    let phdr = auxv_value(auxv, AT_PHDR)?;
+    let headers = executable_headers(auxv, read)?;
     // Without PT_PHDR the bias is unknown; such executables (static ones)
     // have no DT_DEBUG either.
-    let bias = phdr.wrapping_sub(headers.iter().find(|h| h.0 == PT_PHDR)?.1);
-    let &(_, vaddr, memsz) = headers.iter().find(|h| h.0 == PT_DYNAMIC)?;
-    let dynamic = bias.wrapping_add(vaddr);
+    let bias = phdr.wrapping_sub(headers.iter().find(|h| h.kind == PT_PHDR)?.vaddr);
+    let dyn_header = headers.iter().find(|h| h.kind == PT_DYNAMIC)?;
+    let (dynamic, memsz) = (bias.wrapping_add(dyn_header.vaddr), dyn_header.memsz);
     (0..(memsz / 16).min(MAX_DYNAMIC))
         .map_while(|i| {
-            let (tag, val) = (read_u64(read, dynamic + 16 * i)?, read_u64(read, dynamic + 16 * i + 8)?);
+            let (tag, val) = (read_u64(read, dynamic.wrapping_add(16 * i))?, read_u64(read, dynamic.wrapping_add(16 * i + 8))?);
             (tag != DT_NULL).then_some((tag, val))
         })
         .find(|(tag, _)| *tag == DT_DEBUG)
@@ -109,9 +147,9 @@ fn r_debug(auxv: &[u8], read: ReadMemory) -> Option<u64> {
 /// The `link_map` chain from `r_debug.r_map`, in the loader's order.
 fn link_maps(r_debug: u64, read: ReadMemory) -> Vec<LinkMap> {
     let mut maps = Vec::new();
-    let mut lm = read_u64(read, r_debug + R_MAP).unwrap_or(0);
+    let mut lm = read_u64(read, r_debug.wrapping_add(R_MAP)).unwrap_or(0);
     while lm != 0 && maps.len() < MAX_LIBRARIES {
-        let field = |off| read_u64(read, lm + off);
+        let field = |off| read_u64(read, lm.wrapping_add(off));
         let (Some(l_addr), Some(name_at), Some(l_ld), Some(next)) = (field(L_ADDR), field(L_NAME), field(L_LD), field(L_NEXT))
         else {
             break;
@@ -123,7 +161,7 @@ fn link_maps(r_debug: u64, read: ReadMemory) -> Vec<LinkMap> {
 }
 
 /// A little-endian word of tracee memory, if all 8 bytes are readable.
-fn read_u64(read: ReadMemory, addr: u64) -> Option<u64> {
+pub(crate) fn read_u64(read: ReadMemory, addr: u64) -> Option<u64> {
     let mut b = [0u8; 8];
     (read(addr, &mut b) == 8).then(|| u64::from_le_bytes(b))
 }
@@ -146,22 +184,22 @@ fn escape(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
     /// A sparse fake address space: byte runs by start address.
     #[derive(Default)]
-    struct Fake(BTreeMap<u64, Vec<u8>>);
+    pub(crate) struct Fake(BTreeMap<u64, Vec<u8>>);
 
     impl Fake {
-        fn put(&mut self, addr: u64, bytes: &[u8]) {
+        pub(crate) fn put(&mut self, addr: u64, bytes: &[u8]) {
             self.0.insert(addr, bytes.to_vec());
         }
-        fn words(&mut self, addr: u64, words: &[u64]) {
+        pub(crate) fn words(&mut self, addr: u64, words: &[u64]) {
             self.put(addr, &words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<_>>());
         }
-        fn read(&self, addr: u64, buf: &mut [u8]) -> usize {
+        pub(crate) fn read(&self, addr: u64, buf: &mut [u8]) -> usize {
             let Some((start, run)) = self.0.range(..=addr).next_back() else { return 0 };
             let from = (addr - start) as usize;
             if from >= run.len() {
@@ -173,7 +211,8 @@ mod tests {
         }
     }
 
-    fn phdr(kind: u32, vaddr: u64, memsz: u64) -> Vec<u8> {
+    /// An `Elf64_Phdr` with the fields weft reads.
+    pub(crate) fn phdr(kind: u32, vaddr: u64, memsz: u64) -> Vec<u8> {
         let mut h = vec![0u8; 56];
         h[..4].copy_from_slice(&kind.to_le_bytes());
         h[16..24].copy_from_slice(&vaddr.to_le_bytes());

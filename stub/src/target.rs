@@ -5,7 +5,7 @@
 //! polls the connection for gdb's interrupt.
 
 use crate::arch::{LinuxRegs, LinuxX86_64};
-use crate::{monitor, regs, stop, svr4, watch};
+use crate::{monitor, regs, stop, svr4, tls, watch};
 use anyhow::Result;
 use gdbstub::common::{Pid, Signal, Tid as GdbTid};
 use gdbstub::stub::MultiThreadStopReason;
@@ -118,6 +118,34 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
         MultiThreadStopReason::SignalWithThread { tid: stop::gdb_tid(self.session.current_tid()), signal: Signal::SIGINT }
     }
 
+    /// The address of a thread-local variable, for gdb's
+    /// `qGetTLSAddr:thread-id,offset,lm` (GDB RSP, "General Query
+    /// Packets"; `args` is what follows the colon), which the server
+    /// answers itself. `None` (gdb gets `E01`): malformed arguments, a
+    /// thread that is not live, or an address [`tls::address`] cannot
+    /// resolve.
+    pub fn tls_address(&self, args: &[u8]) -> Option<u64> {
+        let request = tls::Request::parse(args)?;
+        let thread_pointer = self.session.registers(request.tid).ok()?.regs.fs_base;
+        let auxv = self.session.auxv().ok()?;
+        tls::address(&request, thread_pointer, &auxv, &|addr, buf| self.session.read_memory(addr, buf))
+    }
+
+    /// The recorded thread a register access in gdb's thread `tid` is
+    /// for. Until gdb selects a thread (`Hg`) or a stop reply names one,
+    /// gdbstub passes its single-thread placeholder, thread 1, while its
+    /// `?` reply named the session's current thread (the first
+    /// [`MultiThreadBase::list_active_threads`] lists): so a thread 1
+    /// that is no live thread is the current one.
+    fn register_thread(&self, tid: GdbTid) -> Tid {
+        let tid = recorded(tid);
+        if tid == 1 && !self.session.threads().contains(&tid) {
+            self.session.current_tid()
+        } else {
+            tid
+        }
+    }
+
     /// The thread to report `stop` in: its own if alive, else the
     /// session's current one.
     fn reported_tid(&self, stop: &Stop) -> Tid {
@@ -175,15 +203,18 @@ impl Target for ReplayTarget<'_, '_> {
 }
 
 impl MultiThreadBase for ReplayTarget<'_, '_> {
+    /// `g`: the registers of the thread gdb selected (gdbstub's
+    /// placeholder before that: the current one, `register_thread`).
     fn read_registers(&mut self, out: &mut LinuxRegs, tid: GdbTid) -> TargetResult<(), Self> {
-        let r = self.session.registers(recorded(tid)).map_err(|_| TargetError::Errno(ESRCH))?;
+        let r = self.session.registers(self.register_thread(tid)).map_err(|_| TargetError::Errno(ESRCH))?;
         *out = regs::to_gdb(&r);
         Ok(())
     }
 
-    /// gdb's `G`: the session marks the replay after it as diverged.
+    /// gdb's `G`, to the thread `g` reads: the session marks the replay
+    /// after it as diverged.
     fn write_registers(&mut self, from: &LinuxRegs, tid: GdbTid) -> TargetResult<(), Self> {
-        let tid = recorded(tid);
+        let tid = self.register_thread(tid);
         let mut r = self.session.registers(tid).map_err(|_| TargetError::Errno(ESRCH))?;
         regs::apply_gdb(from, &mut r);
         self.session.set_registers(tid, &r).map_err(|_| TargetError::Errno(ESRCH))

@@ -1,0 +1,187 @@
+//! The one packet weft answers itself rather than through gdbstub:
+//! `qGetTLSAddr` (GDB RSP, "General Query Packets"), which gdbstub
+//! 0.7 does not implement and offers no hook for. The server reads the
+//! client's bytes itself; before handing them to gdbstub it takes a
+//! complete, well-formed `$qGetTLSAddr:...#cs` packet out of the stream
+//! when one begins where gdbstub expects a packet, and answers it on the
+//! socket with RSP framing (GDB RSP, "Overview"): `+` for gdb's packet
+//! unless no-ack mode is on, then `$reply#checksum`. gdb's `+` for that
+//! reply goes to gdbstub, which ignores acks. Anything else (a bad
+//! checksum included) goes to gdbstub untouched, which handles it as
+//! before.
+
+use std::collections::VecDeque;
+
+/// The packet taken out of the stream, up to its arguments.
+const TLS: &[u8] = b"qGetTLSAddr:";
+/// The packet that turns acks off (GDB RSP, "Packet Acknowledgment");
+/// gdbstub accepts it (its targets' `use_no_ack_mode` is true unless
+/// overridden, and weft's is not).
+const NO_ACK: &[u8] = b"QStartNoAckMode";
+/// The longest packet, in bytes, read ahead in full; a longer one goes
+/// to gdbstub as it comes.
+const MAX_PACKET: usize = 256;
+
+/// The client's bytes not yet handed to gdbstub.
+pub trait Unread {
+    /// The bytes read from the client and not handed on yet.
+    fn unread(&mut self) -> &mut VecDeque<u8>;
+    /// Reads more of them, waiting; false once the connection closed.
+    fn read_more(&mut self) -> bool;
+}
+
+/// Where gdbstub's packet reader stands, mirrored from the bytes it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Framing {
+    /// Between packets: a `$` starts one.
+    #[default]
+    Between,
+    /// In a packet's body, until `#`.
+    Body,
+    /// After `#`, this many checksum digits to go.
+    Checksum(u8),
+}
+
+/// The interception state of one client connection.
+#[derive(Debug, Default)]
+pub struct Intercept {
+    framing: Framing,
+    /// The client negotiated no-ack mode (`QStartNoAckMode`).
+    no_ack: bool,
+}
+
+impl Intercept {
+    /// Notes `byte` handed to gdbstub, to know where its packets begin.
+    pub fn passed(&mut self, byte: u8) {
+        self.framing = match (self.framing, byte) {
+            (Framing::Between, b'$') => Framing::Body,
+            (Framing::Body, b'#') => Framing::Checksum(2),
+            (Framing::Checksum(2), _) => Framing::Checksum(1),
+            (Framing::Checksum(_), _) => Framing::Between,
+            (other, _) => other,
+        };
+    }
+
+    /// The arguments of the `qGetTLSAddr` packet the unread bytes begin
+    /// with, which it removes from them; `None` (nothing removed) when
+    /// they begin with anything else, including a packet whose checksum
+    /// is wrong or that gdbstub's reader is in the middle of. Reads from
+    /// `from` (waiting) until it can tell.
+    pub fn take(&mut self, from: &mut dyn Unread) -> Option<Vec<u8>> {
+        if self.framing != Framing::Between {
+            return None;
+        }
+        let end = loop {
+            let bytes = from.unread().make_contiguous();
+            if bytes.first().is_some_and(|b| *b != b'$') {
+                return None;
+            }
+            let hash = bytes.iter().position(|b| *b == b'#');
+            if let Some(hash) = hash.filter(|h| bytes.len() >= h + 3) {
+                break hash;
+            }
+            let body = &bytes[1.min(bytes.len())..hash.unwrap_or(bytes.len())];
+            let ours = TLS.starts_with(body) || body.starts_with(TLS) || NO_ACK.starts_with(body);
+            if !ours || bytes.len() > MAX_PACKET || !from.read_more() {
+                return None;
+            }
+        };
+        let bytes = from.unread().make_contiguous();
+        let body = &bytes[1..end];
+        let sum = body.iter().fold(0u8, |a, b| a.wrapping_add(*b));
+        let checksum = std::str::from_utf8(&bytes[end + 1..end + 3]).ok().and_then(|s| u8::from_str_radix(s, 16).ok());
+        if checksum != Some(sum) {
+            return None;
+        }
+        if body == NO_ACK {
+            self.no_ack = true;
+            return None;
+        }
+        let args = body.strip_prefix(TLS)?.to_vec();
+        from.unread().drain(..end + 3);
+        Some(args)
+    }
+
+    /// What to send for `reply` (packet data that needs no escaping) to a
+    /// packet taken by [`Intercept::take`]: the ack unless in no-ack
+    /// mode, then `$reply#cs` with its two-digit checksum.
+    pub fn frame(&self, reply: &str) -> Vec<u8> {
+        let sum = reply.bytes().fold(0u8, |a, b| a.wrapping_add(b));
+        let ack = if self.no_ack { "" } else { "+" };
+        format!("{ack}${reply}#{sum:02x}").into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unread bytes, with more arriving in `chunks`.
+    struct Script {
+        unread: VecDeque<u8>,
+        chunks: VecDeque<&'static [u8]>,
+    }
+
+    impl Unread for Script {
+        fn unread(&mut self) -> &mut VecDeque<u8> {
+            &mut self.unread
+        }
+        fn read_more(&mut self) -> bool {
+            self.chunks.pop_front().map(|c| self.unread.extend(c)).is_some()
+        }
+    }
+
+    fn script(chunks: &[&'static [u8]]) -> Script {
+        Script { unread: VecDeque::new(), chunks: chunks.iter().copied().collect() }
+    }
+
+    /// Hands every unread byte to "gdbstub", through `i`.
+    fn pass_all(i: &mut Intercept, s: &mut Script) -> Vec<u8> {
+        let bytes: Vec<u8> = s.unread.drain(..).collect();
+        bytes.iter().for_each(|b| i.passed(*b));
+        bytes
+    }
+
+    #[test]
+    fn takes_a_tls_packet_even_in_pieces() {
+        let mut i = Intercept::default();
+        let mut s = script(&[b"$qGetTLS", b"Addr:p1.2a,8,7f00#", b"2", b"8+$g#67"]);
+        assert_eq!(i.take(&mut s).as_deref(), Some(&b"p1.2a,8,7f00"[..]));
+        assert_eq!(s.unread, b"+$g#67");
+        assert_eq!(i.frame("7fff0010"), b"+$7fff0010#2a");
+        assert_eq!(i.take(&mut s), None);
+        assert_eq!(pass_all(&mut i, &mut s), b"+$g#67");
+    }
+
+    #[test]
+    fn leaves_other_packets_to_gdbstub() {
+        let mut i = Intercept::default();
+        for bytes in [&b"$qGetTLSAddr:1,2,3#00"[..], b"$qSupported:multiprocess+#c6", b"$g#67", b"+", b"\x03"] {
+            let mut s = script(&[bytes]);
+            assert_eq!(i.take(&mut s), None);
+            assert_eq!(pass_all(&mut i, &mut s), bytes);
+        }
+        // Not at a packet boundary: gdbstub is inside `$m0,`.
+        let mut s = script(&[b"$m0,$qGetTLSAddr:1,2,3#27"]);
+        s.read_more();
+        s.unread.drain(..4).for_each(|b| i.passed(b));
+        assert_eq!(i.take(&mut s), None);
+        assert_eq!(pass_all(&mut i, &mut s), b"$qGetTLSAddr:1,2,3#27");
+        // An endless packet is not read ahead for ever, nor a closed one.
+        let mut s = script(&[&b"$qGetTLSAddr:"[..], &[b'1'; 300], b"#00"]);
+        assert_eq!(i.take(&mut s), None);
+        assert_eq!(s.chunks.len(), 1);
+        let mut s = script(&[b"$qGetTLSAddr:1,2"]);
+        assert_eq!(i.take(&mut s), None);
+        assert_eq!(s.unread, b"$qGetTLSAddr:1,2");
+    }
+
+    #[test]
+    fn no_ack_mode_drops_the_ack() {
+        let mut i = Intercept::default();
+        let mut s = script(&[b"$QStartNoAckMode#b0"]);
+        assert_eq!(i.take(&mut s), None);
+        assert_eq!(pass_all(&mut i, &mut s), b"$QStartNoAckMode#b0");
+        assert_eq!(i.frame("E01"), b"$E01#a6");
+    }
+}
