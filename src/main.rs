@@ -142,7 +142,8 @@ fn run(cli: Cli) -> Result<i32> {
             };
             let replay_opts =
                 weft_replay::ReplayOptions { schedule, digest, livelock_timeout, ..Default::default() };
-            replay(&dir, weft_explore::ExploreOptions { replay: replay_opts, max_attempts, ..Default::default() })
+            let known = !preempt.is_empty() || saved.exists();
+            replay(&dir, weft_explore::ExploreOptions { replay: replay_opts, max_attempts, ..Default::default() }, known)
         }
         Command::Dump { json, trace } => {
             dump::dump(&dirs::resolve_trace(trace.as_deref())?, json)?;
@@ -211,8 +212,22 @@ const SCHEDULE_FILE: &str = "schedule";
 
 /// Replays (searching for a schedule if the log order fails), reports the
 /// outcome on stderr, and saves a schedule that was found.
-fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
+fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result<i32> {
     let trace = open_trace(dir)?;
+    if (known || opts.max_attempts == 1) && !opts.replay.digest {
+        match autopilot(&trace, &opts.replay)? {
+            Ok(end) => {
+                let was = if matches!(end, End::Killed { .. }) { "was " } else { "" };
+                eprintln!("weft: replay valid: {} events matched; the program {was}{end}", trace.events.len());
+                return Ok(0);
+            }
+            Err(failure) if opts.max_attempts == 1 => {
+                eprintln!("weft: replay failed: {failure}");
+                return Ok(2);
+            }
+            Err(failure) => eprintln!("weft: the schedule does not make the replay valid ({failure}); searching again"),
+        }
+    }
     let found = weft_explore::search(&trace, &opts)?;
     for line in &found.report.digest {
         eprintln!("{line}");
@@ -237,6 +252,46 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions) -> Result<i32> {
             }
             Ok(2)
         }
+    }
+}
+
+/// Autopilot as a client of the interactive session: replays to the
+/// recorded end with no debugger attached, echoing the program's output,
+/// and checks how it ended against the log. Returns the recorded end, or
+/// the failure. Errors: weft's own (ptrace).
+fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<Result<End, weft_replay::Failure>> {
+    use weft_replay::Stop;
+    let sopts = weft_replay::SessionOptions {
+        schedule: opts.schedule.clone(),
+        livelock_timeout: opts.livelock_timeout,
+        max_checkpoints: 0,
+        echo: true,
+        ..Default::default()
+    };
+    let mut session = weft_replay::ReplaySession::start(trace, sopts)?;
+    let recorded = trace.events.last().and_then(|e| match &e.kind {
+        weft_record::EventKind::End(end) => Some(end.clone()),
+        _ => None,
+    });
+    loop {
+        let stop = session.resume(weft_replay::Resume::Continue, &mut || false)?;
+        let (same, observed) = match (&stop, &recorded) {
+            (Stop::Diverged { failure, .. }, _) => return Ok(Err(failure.clone())),
+            (Stop::Exited { code }, _) => (matches!(recorded, Some(End::Exited(a)) if a == *code), format!("exited with status {code}")),
+            (Stop::Killed { tid, signo }, _) => (
+                matches!(&recorded, Some(End::Killed { signo: s, tid: t, .. }) if s == signo && t == tid),
+                format!("was killed by {} in thread {tid}", weft_record::event::signal_name(*signo)),
+            ),
+            _ => continue,
+        };
+        return Ok(match recorded {
+            Some(end) if same => Ok(end),
+            _ => Err(weft_replay::Failure::WrongEnd {
+                event: session.when().mark.event,
+                expected: recorded.map_or_else(|| "an end event".to_string(), |e| e.to_string()),
+                observed: format!("the program {observed}"),
+            }),
+        });
     }
 }
 

@@ -33,10 +33,15 @@ pub struct SessionOptions {
     pub checkpoint_interval: Duration,
     /// Checkpoints kept at most (each holds the pages written since the
     /// one before, copy-on-write); the thinning keeps older ones sparser.
+    /// 0: none (going backwards then replays from the start).
     pub max_checkpoints: usize,
     /// Echo the program's recorded stdout/stderr writes as the replay
     /// passes them the first time.
     pub echo: bool,
+    /// [`Resume::Continue`] stops when a thread is created or exits
+    /// ([`Stop::ThreadCreated`], [`Stop::ThreadExited`]); a step always
+    /// stops when its thread exits.
+    pub stop_at_thread_events: bool,
 }
 
 impl Default for SessionOptions {
@@ -47,6 +52,7 @@ impl Default for SessionOptions {
             checkpoint_interval: Duration::from_millis(50),
             max_checkpoints: 256,
             echo: false,
+            stop_at_thread_events: false,
         }
     }
 }

@@ -1,17 +1,32 @@
 //! weft's replayer: re-executes a recorded program on one core,
-//! deterministically, and validates the run against the log.
+//! deterministically, validates the run against the log, and lets a
+//! debugger move through it forwards and backwards.
 //!
-//! Data flow: a [`weft_record::Trace`] and a [`Schedule`] go into
-//! [`replay`], which starts the program again with the recorded argv, env,
-//! AT_RANDOM and ASLR setting, then runs `session.rs`'s loop: one thread
-//! at a time, switching only at scheduling points, emulating inputs and
-//! futexes, and checking each event against the log (seed 000 §3.2,
-//! Definition 1). Start with `session.rs`; `futex.rs` is the emulated wait
-//! queues, `schedule.rs` the preemptions exploration adds, `sync_trace.rs`
-//! what a failed replay tells exploration, and `position.rs` the notion of
-//! time the debugger and UI will share. A [`Replayer`] replays one trace
-//! many times and keeps checkpoints (`checkpoint.rs`, forked copies of the
-//! process made with `remote.rs`'s injected syscalls) to resume from.
+//! Data flow: a [`weft_record::Trace`] and a [`Schedule`] go into the
+//! engine in `session/`, which starts the program again with the recorded
+//! argv, env, AT_RANDOM and ASLR setting and runs one thread at a time,
+//! switching only at scheduling points, emulating inputs and futexes, and
+//! checking each event against the log (seed 000 §3.2, Definition 1).
+//! Two clients drive it:
+//!
+//! * [`Replayer`] / [`replay`] (exploration, `replayer.rs`): whole
+//!   replays, again and again, resumed from checkpoints (`checkpoint.rs`,
+//!   forked copies of the process made with `remote.rs`'s injected
+//!   syscalls);
+//! * [`ReplaySession`] (`replay_session.rs`): the interactive session the
+//!   gdb server, autopilot and scripts use: stops at breakpoints,
+//!   watchpoints, signals and the end; positions exact to the instruction
+//!   ([`Mark`](mark::Mark), `mark.rs`); a timeline of checkpoints
+//!   (`timeline.rs`) that makes going backwards (`reverse.rs`) cheap; and
+//!   epochs (`epoch.rs`). Its vocabulary is in `debug.rs`.
+//!
+//! Start with `session.rs` (the engine's state; one concept per file
+//! under `session/`: ptrace control, syscall emulation, the scheduler,
+//! signals, single steps, the debugger's traps, snapshots), then
+//! `replay_session.rs`. `futex.rs` is the emulated wait queues,
+//! `schedule.rs` the preemptions exploration adds, `sync_trace.rs` what a
+//! failed replay tells exploration, and `position.rs` the coarse position
+//! failures name.
 
 mod checkpoint;
 pub mod debug;

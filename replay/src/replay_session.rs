@@ -215,8 +215,10 @@ impl<'a> ReplaySession<'a> {
         }
         let step = step.map(|t| self.live.thread_index(t).ok_or_else(|| anyhow!("no live thread {t}"))).transpose()?;
         loop {
-            let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
-            match self.run(&Goal { step, pause_at, traps: true, ..Goal::default() })? {
+            // Without checkpoints (autopilot) there is no reason to pause.
+            let pause_at = (self.sopts.max_checkpoints > 0).then(|| Instant::now() + self.sopts.checkpoint_interval);
+            let thread_events = step.is_some() || self.sopts.stop_at_thread_events;
+            match self.run(&Goal { step, pause_at, traps: true, thread_events, ..Goal::default() })? {
                 Halt::Segment => {
                     self.maybe_checkpoint()?;
                     if interrupt() {
@@ -266,6 +268,8 @@ impl<'a> ReplaySession<'a> {
             Halt::Signal { signo, fatal: true, .. } => Stop::Killed { tid, signo },
             Halt::Signal { signo, siginfo, .. } => Stop::Signal { tid, signo, siginfo },
             Halt::Exiting(code) => Stop::Exited { code },
+            Halt::ThreadCreated { tid, parent } => Stop::ThreadCreated { tid, parent },
+            Halt::ThreadExited(tid) => Stop::ThreadExited { tid },
             Halt::Finished(Outcome::Valid { end: End::Exited(code), .. }) => Stop::Exited { code },
             Halt::Finished(Outcome::Valid { end: End::Killed { signo, tid, .. }, .. }) => Stop::Killed { tid, signo },
             Halt::Finished(Outcome::Invalid(failure)) => Stop::Diverged { tid, failure },

@@ -311,6 +311,8 @@ pub(crate) struct Session<'a> {
     /// What an interactive replay stops for after the scheduling point
     /// just handled (a recorded signal, the end).
     halt: Option<Halt>,
+    /// The current [`Goal`] stops at thread creations and exits.
+    thread_halts: bool,
     state: State,
 }
 
@@ -425,6 +427,7 @@ impl<'a> Session<'a> {
             pending_breakpoints: Default::default(),
             interactive: false,
             halt: None,
+            thread_halts: false,
             state,
         }
     }

@@ -36,13 +36,13 @@ pub(crate) struct Timeline {
 impl Timeline {
     /// An empty timeline keeping at most `max` checkpoints.
     pub fn new(max: usize) -> Self {
-        Self { saved: Vec::new(), max: max.max(2), boundaries: Vec::new() }
+        Self { saved: Vec::new(), max, boundaries: Vec::new() }
     }
 
     /// Whether a checkpoint may be taken at the start of segment `point`:
     /// none is there yet, and memory allows.
     pub fn wants(&self, point: u64) -> bool {
-        !self.saved.iter().any(|s| s.mark.point == point) && available_memory().is_none_or(|m| m >= MIN_AVAILABLE)
+        self.max > 0 && !self.saved.iter().any(|s| s.mark.point == point) && available_memory().is_none_or(|m| m >= MIN_AVAILABLE)
     }
 
     /// Keeps `saved`, thinning the older half when over the bound.
@@ -53,7 +53,7 @@ impl Timeline {
             self.boundaries.insert(b, saved.mark.clone());
         }
         self.saved.insert(k, saved);
-        if self.saved.len() > self.max {
+        if self.saved.len() > self.max.max(2) {
             let half = self.saved.len() / 2;
             let mut k = 0;
             self.saved.retain(|_| {

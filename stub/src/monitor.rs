@@ -24,7 +24,7 @@ const HELP: &[(&str, &str)] = &[
     ("epoch back", "back to the start of this epoch (of the previous one when already there)"),
     ("epoch N", "go to the start of epoch N"),
     ("checkpoint", "make a checkpoint here and print its number"),
-    ("checkpoints", "list the checkpoints made"),
+    ("checkpoints", "list the checkpoints made, and the memory the timeline's own hold"),
     ("restart N", "go to checkpoint N"),
 ];
 
@@ -128,11 +128,16 @@ pub fn run(cmd: &Command, session: &mut ReplaySession<'_>) -> String {
             Err(e) => format!("error: {e:#}\n"),
         },
         Command::Checkpoints => {
+            let timeline = format!(
+                "the timeline holds {} checkpoints ({} KiB of their own memory)\n",
+                session.checkpoint_count(),
+                session.checkpoint_memory() >> 10
+            );
             let list = session.checkpoints();
             if list.is_empty() {
-                return "no checkpoints; `monitor checkpoint` makes one\n".into();
+                return timeline + "no checkpoints of yours; `monitor checkpoint` makes one\n";
             }
-            list.iter().map(|c| format!("checkpoint {} at {}\n", c.id, c.mark)).collect()
+            timeline + &list.iter().map(|c| format!("checkpoint {} at {}\n", c.id, c.mark)).collect::<String>()
         }
         Command::Restart(id) => {
             let stop = session.restart(*id);

@@ -329,6 +329,9 @@ impl Session<'_> {
             }
         }
         let tid = self.state.threads[i].tid;
+        if self.thread_halts {
+            self.halt = Some(Halt::ThreadExited(self.state.threads[i].rec));
+        }
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
@@ -377,6 +380,9 @@ impl Session<'_> {
         self.state.threads.push(Thread::new(rec_child, child, ptrace::getregs(child)?, clear_child_tid));
         if self.watchpoints.iter().next().is_some() {
             self.watchpoints.apply(child)?;
+        }
+        if self.thread_halts {
+            self.halt = Some(Halt::ThreadCreated { tid: rec_child, parent: self.state.threads[i].rec });
         }
         Ok(())
     }

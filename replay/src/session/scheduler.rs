@@ -33,6 +33,8 @@ pub(crate) struct Goal {
     /// Stop at the debugger's breakpoints and watchpoints (else they are
     /// passed silently).
     pub traps: bool,
+    /// Stop when a thread is created or exits.
+    pub thread_events: bool,
 }
 
 /// Why an interactive replay stopped; the thread is the loop's current one.
@@ -52,6 +54,10 @@ pub(crate) enum Halt {
     Signal { signo: i32, siginfo: Vec<u8>, fatal: bool },
     /// At the recorded exit: the exit_group is matched, not executed.
     Exiting(i32),
+    /// Thread `parent` created thread `tid` (recorded tids).
+    ThreadCreated { tid: Tid, parent: Tid },
+    /// Thread `tid` exited; the process goes on.
+    ThreadExited(Tid),
     /// The replay is over: ended as recorded, or invalid.
     Finished(Outcome),
 }
@@ -68,6 +74,7 @@ impl Session<'_> {
 
     /// Runs the scheduler's loop until `goal` or the end.
     pub(crate) fn run_to(&mut self, goal: &Goal) -> Result<Halt> {
+        self.thread_halts = goal.thread_events;
         loop {
             let cur = self.cur;
             let step = match self.pending.take() {
