@@ -34,9 +34,9 @@ def timed(cmd):
     gdb.execute(cmd, to_string=True)
     return (time.perf_counter() - t) * 1000
 def show(name, ms):
-    print(f"{name}: median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms ({len(ms)} runs)")
+    print(f"bench: {name}: median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms ({len(ms)} runs)")
 first = timed("target remote 127.0.0.1:$port")
-print(f"target remote to first stop: {first:.1f} ms")
+print(f"bench: target remote to first stop: {first:.1f} ms")
 gdb.execute("monitor goto $((events * 6 / 10))", to_string=True)
 gdb.execute("watch marker", to_string=True)
 gdb.execute("continue", to_string=True)
@@ -49,11 +49,11 @@ for _ in range($repeats):
         rs.append(timed("reverse-stepi"))
 show("reverse-stepi", rs)
 show("reverse-continue to a watchpoint ~1,000 events back", rc)
-print(gdb.execute("monitor when", to_string=True).strip())
+print("bench: at " + gdb.execute("monitor when", to_string=True).strip())
 gdb.execute("delete", to_string=True)
 eb = [timed("monitor epoch back") for _ in range($repeats)]
 show("monitor epoch back", eb)
-print(gdb.execute("monitor checkpoints", to_string=True).strip())
+print("bench: " + gdb.execute("monitor checkpoints", to_string=True).splitlines()[0])
 PY
 echo "recording: $events events ($rounds rounds per thread)"
-gdb -batch -nx -q -ex "set confirm off" -ex "set pagination off" -x "$work/bench.py" "$work/events" 2>&1 | grep -v '^warning'
+gdb -batch -nx -q -ex "set confirm off" -ex "set pagination off" -x "$work/bench.py" "$work/events" 2>&1 | sed -n 's/^bench: //p'

@@ -237,7 +237,9 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
         weft_replay::Outcome::Valid { end, events } => {
             let was = if matches!(end, weft_record::End::Killed { .. }) { "was " } else { "" };
             eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
-            if explored {
+            // The log order saved too: later replays and the debugger
+            // then need no search.
+            if explored || !dir.join(SCHEDULE_FILE).exists() {
                 save_schedule(dir, &found)?;
             }
             Ok(0)

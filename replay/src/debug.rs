@@ -49,7 +49,7 @@ impl Default for SessionOptions {
         Self {
             schedule: crate::Schedule::default(),
             livelock_timeout: Duration::from_secs(120),
-            checkpoint_interval: Duration::from_millis(50),
+            checkpoint_interval: Duration::from_millis(25),
             max_checkpoints: 256,
             echo: false,
             stop_at_thread_events: false,

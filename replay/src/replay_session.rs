@@ -350,17 +350,21 @@ impl<'a> ReplaySession<'a> {
     /// Replays to the first segment start at or after `point`, passing
     /// traps silently. Errors: the replay ends before it.
     pub(crate) fn to_segment(&mut self, point: u64) -> Result<()> {
-        self.to(Goal { point: Some(point), ..Goal::default() }, |m| m.point >= point)
+        self.to(Goal { point: Some(point), ..Goal::default() }, |m| m.point >= point, &mut |_| {})
     }
 
     /// Replays to the first segment start where `reached` holds of the
     /// mark (`goal` says the same to the engine), passing traps silently
-    /// and taking checkpoints on the way. Errors: the replay ends first.
-    fn to(&mut self, goal: Goal, reached: impl Fn(&Mark) -> bool) -> Result<()> {
+    /// and taking checkpoints on the way; `progress` is told the mark at
+    /// each one. Errors: the replay ends first.
+    fn to(&mut self, goal: Goal, reached: impl Fn(&Mark) -> bool, progress: &mut dyn FnMut(&Mark)) -> Result<()> {
         while !(reached(&self.mark) && self.mark.at_segment_start()) {
             let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
             match self.run(&Goal { pause_at, ..goal })? {
-                Halt::Segment if !reached(&self.mark) => self.maybe_checkpoint()?,
+                Halt::Segment if !reached(&self.mark) => {
+                    self.maybe_checkpoint()?;
+                    progress(&self.mark);
+                }
                 Halt::Segment | Halt::Signal { fatal: false, .. } => {}
                 halt => {
                     let stop = self.stop_for(halt);
@@ -423,9 +427,11 @@ impl<'a> ReplaySession<'a> {
     }
 
     /// Goes (forwards or backwards) to the start of the first segment at
-    /// which log event `event` is the next to happen. Errors: `event` past
-    /// the end of the trace, or the replay ends before it.
-    pub fn goto_event(&mut self, event: u64) -> Result<Stop> {
+    /// which log event `event` is the next to happen; `progress` is told
+    /// where the replay is every [`SessionOptions::checkpoint_interval`] of
+    /// replay time on the way (a far goto takes seconds). Errors: `event`
+    /// past the end of the trace, or the replay ends before it.
+    pub fn goto_event(&mut self, event: u64, progress: &mut dyn FnMut(&Mark)) -> Result<Stop> {
         let events = self.trace.events.len() as u64;
         if event >= events {
             bail!("event {event} is past the end of the recording (it has {events} events, 0 to {})", events.saturating_sub(1));
@@ -439,7 +445,7 @@ impl<'a> ReplaySession<'a> {
             (None, None) => Mark::segment_start(0, self.trace.meta.pid, 0),
         };
         self.seek(&start)?;
-        self.to(Goal { event: Some(event), ..Goal::default() }, |m| m.event >= event)?;
+        self.to(Goal { event: Some(event), ..Goal::default() }, |m| m.event >= event, progress)?;
         Ok(Stop::Step { tid: self.live.current() })
     }
 

@@ -14,6 +14,10 @@ use weft_replay::{ReplaySession, Stop};
 const EVENTS_AROUND: usize = 5;
 const EVENTS_AROUND_MAX: usize = 200;
 
+/// How often a long move prints where it is (well within gdb's default
+/// `remotetimeout` of 2 s).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(700);
+
 /// The commands, with a line of help each (`monitor help` prints them).
 const HELP: &[(&str, &str)] = &[
     ("help", "this list"),
@@ -92,8 +96,11 @@ fn usages(cmd: &str) -> String {
 
 /// Runs `cmd` on `session` and returns the text for gdb's console.
 /// Errors are part of the text: a failing command must not end the gdb
-/// session.
-pub fn run(cmd: &Command, session: &mut ReplaySession<'_>) -> String {
+/// session. A long move (`goto`) prints progress lines through `print`
+/// about once a second: gdb waits for a `qRcmd` reply only `remotetimeout`
+/// seconds (2 by default), but each `O` output packet restarts its wait
+/// (GDB Remote Serial Protocol, "qRcmd").
+pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, print: &mut dyn FnMut(&str)) -> String {
     let moved = |stop: anyhow::Result<Stop>, session: &ReplaySession<'_>| match stop {
         Ok(stop) => format!(
             "{}; now at {}.\ngdb still shows the registers and memory of before: run `maint flush register-cache` and `maint flush dcache` (or step or continue) to see them.\n",
@@ -110,7 +117,13 @@ pub fn run(cmd: &Command, session: &mut ReplaySession<'_>) -> String {
             if *event >= total {
                 return format!("error: event {event} is past the end: the trace has events 0 to {}\n", total.saturating_sub(1));
             }
-            let stop = session.goto_event(*event);
+            let mut last = std::time::Instant::now();
+            let stop = session.goto_event(*event, &mut |mark| {
+                if last.elapsed() >= PROGRESS_EVERY {
+                    last = std::time::Instant::now();
+                    print(&format!("replaying: {mark}\n"));
+                }
+            });
             moved(stop, session)
         }
         Command::Events(n) => events(session, (*n).min(EVENTS_AROUND_MAX)),

@@ -405,7 +405,10 @@ impl MonitorCmd for ReplayTarget<'_, '_> {
         let line = String::from_utf8_lossy(cmd);
         let text = match monitor::Command::parse(&line) {
             Ok(cmd) => {
-                let text = monitor::run(&cmd, self.session);
+                let text = monitor::run(&cmd, self.session, &mut |line| {
+                    out.write_raw(line.as_bytes());
+                    out.flush();
+                });
                 if !matches!(cmd, monitor::Command::When | monitor::Command::Help | monitor::Command::Events(_)) {
                     self.killed_reported = false;
                 }
