@@ -336,6 +336,92 @@ fn monitor_epoch_back_and_when() {
     assert!(!back.contains("error") && !back.contains("unknown"), "{}", t.text);
 }
 
+/// Going to a position twice lands on the same registers and memory: the
+/// same event reached from before (forwards) and from after (backwards,
+/// through a checkpoint) shows the same registers of every thread.
+#[test]
+fn goto_the_same_event_twice_gives_the_same_state() {
+    let (trace, exe) = counter_trace("dbg-goto-twice");
+    // Just after the last spawn: the workers have their work before them.
+    let target = last_spawn_event(&trace) + 1;
+    let state = ["maint flush register-cache", "maint flush dcache", "thread apply all info registers rip rsp rax rbx", "print counter"];
+    let server = Server::start(&trace);
+    let goto = format!("monitor goto {target}");
+    let mut cmds = vec![goto.as_str(), "@first"];
+    cmds.extend(state);
+    cmds.extend(["@moving", "break work_step", "continue", "continue", "delete", goto.as_str(), "@second"]);
+    cmds.extend(state);
+    cmds.push("@end");
+    let t = server.gdb(&exe, &cmds);
+    let (first, second) = (t.section("first"), t.section("second"));
+    assert!(first.contains("rip") && first.contains("$1 = "), "{}", t.text);
+    assert!(t.section("moving").contains("Breakpoint 1, work_step"), "the replay moved on in between:\n{}", t.text);
+    // gdb announces the threads it first sees in the first section.
+    let state = |s: &str| without_history_numbers(s).lines().filter(|l| !l.starts_with("[New Thread")).collect::<Vec<_>>().join("\n");
+    assert_eq!(state(first), state(second), "{}", t.text);
+}
+
+/// Writing memory is allowed, but the replay after it is not the recorded
+/// run: `monitor when` says so until the user goes back to before it.
+#[test]
+fn writing_memory_marks_the_replay_diverged_until_going_back() {
+    let (trace, exe) = counter_trace("dbg-write");
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "break work_step",
+            "continue",
+            "set var counter = 99",
+            "@changed",
+            "monitor when",
+            "reverse-stepi",
+            "@back",
+            "monitor when",
+            "print counter",
+            "@end",
+        ],
+    );
+    let changed = t.section("changed");
+    assert!(changed.contains("memory at") && changed.contains("not the recorded run"), "{}", t.text);
+    let back = t.section("back");
+    assert!(!back.contains("not the recorded run"), "{}", t.text);
+    assert_eq!(int(back), 0, "going back restores the recorded value:\n{}", t.text);
+}
+
+/// rr's `checkpoint` and `restart N`: back at the checkpoint's pc and
+/// variables after running on.
+#[test]
+fn checkpoint_and_restart() {
+    let (trace, exe) = counter_trace("dbg-restart");
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "break work_step",
+            "continue",
+            "continue",
+            "@made",
+            "monitor checkpoint",
+            "print counter",
+            "continue",
+            "continue",
+            "@on",
+            "print counter",
+            "@restart",
+            "monitor restart 1",
+            "maint flush register-cache",
+            "maint flush dcache",
+            "print counter",
+            "@end",
+        ],
+    );
+    assert!(t.section("made").contains("checkpoint 1 at"), "{}", t.text);
+    assert_eq!(int(t.section("made")), 1, "{}", t.text);
+    assert_eq!(int(t.section("on")), 3, "{}", t.text);
+    assert_eq!(int(t.section("restart")), 1, "restart 1 is back at the checkpoint:\n{}", t.text);
+}
+
 /// The scripted form: `weft replay TRACE -- -batch -x script.gdb` starts
 /// gdb attached to the replay. The script goes to the crash, watches the
 /// corrupted global and runs back to the write that corrupted it.

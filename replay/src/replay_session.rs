@@ -436,8 +436,10 @@ impl<'a> ReplaySession<'a> {
         if event >= events {
             bail!("event {event} is past the end of the recording (it has {events} events, 0 to {})", events.saturating_sub(1));
         }
-        let saved = self.timeline.boundaries().iter().rev().find(|m| m.event <= event).cloned();
-        let here = (self.mark.event <= event && self.end.is_none() && self.changed.is_none()).then(|| self.mark.clone());
+        // Many segments share a next event (synchronization points match
+        // none): start strictly before `event`, then stop at the first.
+        let saved = self.timeline.boundaries().iter().rev().find(|m| m.event < event).cloned();
+        let here = (self.mark.event < event && self.end.is_none() && self.changed.is_none()).then(|| self.mark.clone());
         let start = match (saved, here) {
             (Some(s), Some(h)) if h.point >= s.point => h,
             (Some(s), _) => s,
