@@ -59,3 +59,22 @@ fn explicit_and_malformed_schedules() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(err(&bad).contains("schedule") && err(&bad).contains("oops"), "{}", err(&bad));
 }
+
+/// With no valid schedule (the search is not allowed), the debugger still
+/// serves the replay up to its first unmatched event and says so, at
+/// connect and in `monitor when`; everything before it can be debugged.
+#[test]
+fn without_a_valid_schedule_the_debugger_serves_up_to_the_divergence() {
+    let trace = record_adder_first("lockorder-gdb");
+    let out = weft()
+        .args(["replay", "--no-explore"])
+        .arg(&trace)
+        .args(["--", "-batch", "-nx", "-ex", "continue", "-ex", "echo @@when\\n", "-ex", "monitor when"])
+        .output()
+        .expect("run weft replay");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), err(&out));
+    assert!(text.contains("no valid schedule"), "said at connect:\n{text}");
+    let when = &text[text.find("@@when").expect("monitor when ran")..];
+    assert!(when.contains("diverges") && when.contains("unmatched event"), "monitor when says where:\n{text}");
+    assert!(!trace.join("schedule").exists(), "an invalid schedule is not saved");
+}
