@@ -1,10 +1,10 @@
-//! The interactive replay session: the one door through which the gdb
-//! server (`stub/`), the TUI and scripts debug a recording, forwards and
-//! backwards. rr's ReplaySession + ReplayTimeline are the model: the
-//! session owns one replayed process (the [`crate::session`] engine), a
-//! [`Timeline`](crate::timeline) of checkpoints taken as the user moves
-//! forwards, the user's breakpoints and watchpoints, and answers with a
-//! [`Stop`] that says why it stopped.
+//! The vocabulary of the interactive replay session, the one door through
+//! which the gdb server (`stub/`), autopilot, the coming TUI and scripts
+//! debug a recording, forwards and backwards. rr's ReplaySession +
+//! ReplayTimeline are the model: the session owns one replayed process
+//! (the engine in `session/`), a timeline of checkpoints taken as the user
+//! moves forwards (`timeline.rs`), the user's breakpoints and watchpoints,
+//! and answers with a [`Stop`] that says why it stopped.
 //!
 //! Going backwards restores the latest checkpoint before the target and
 //! replays forwards from it (never from the program's start unless nothing
@@ -97,36 +97,88 @@ pub enum Resume {
     ReverseStep(Tid),
 }
 
-/// Why the session stopped.
+/// Why the session stopped. `tid` is always a recorded thread id.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
-    /// Thread `tid` hit the breakpoint at `pc` (its pc is `pc`).
-    Breakpoint { tid: Tid, pc: u64 },
-    /// Thread `tid` accessed watchpoint `watch`; it stopped after the
-    /// accessing instruction. `old` and `new` are the watched bytes before
-    /// and after it.
-    Watchpoint { tid: Tid, watch: Watchpoint, old: Vec<u8>, new: Vec<u8> },
-    /// A [`Resume::Step`] or [`Resume::ReverseStep`] finished.
-    Step { tid: Tid },
-    /// Thread `tid` is about to receive the recorded signal `signo`, with
-    /// the recorded `siginfo_t` bytes.
-    Signal { tid: Tid, signo: i32, siginfo: Vec<u8> },
-    /// Thread `tid` was created by thread `parent`.
-    ThreadCreated { tid: Tid, parent: Tid },
-    /// Thread `tid` exited (the process goes on).
-    ThreadExited { tid: Tid },
-    /// The end of the recording: the program exited with `code`.
-    Exited { code: i32 },
-    /// The end of the recording: signal `signo` killed the program in
-    /// thread `tid`, which stands at the recorded faulting instruction.
-    Killed { tid: Tid, signo: i32 },
+    /// A thread hit a breakpoint; it stands at the breakpoint's address.
+    Breakpoint {
+        /// The thread.
+        tid: Tid,
+        /// The breakpoint's address, the thread's pc.
+        pc: u64,
+    },
+    /// A thread accessed a watchpoint; forwards it stopped after the
+    /// accessing instruction, backwards before it.
+    Watchpoint {
+        /// The thread.
+        tid: Tid,
+        /// The watchpoint.
+        watch: Watchpoint,
+        /// The watched bytes at the hit before (or when it was set).
+        old: Vec<u8>,
+        /// The watched bytes after the access.
+        new: Vec<u8>,
+    },
+    /// A [`Resume::Step`] or [`Resume::ReverseStep`] finished, or a
+    /// `goto` arrived.
+    Step {
+        /// The thread stepped (the current one after a goto).
+        tid: Tid,
+    },
+    /// A thread is about to receive a recorded signal.
+    Signal {
+        /// The thread.
+        tid: Tid,
+        /// The signal number (Linux numbering).
+        signo: i32,
+        /// The recorded `siginfo_t`, as the kernel laid it out.
+        siginfo: Vec<u8>,
+    },
+    /// A thread was created ([`SessionOptions::stop_at_thread_events`]).
+    ThreadCreated {
+        /// The new thread.
+        tid: Tid,
+        /// The thread that created it.
+        parent: Tid,
+    },
+    /// A thread exited; the process goes on.
+    ThreadExited {
+        /// The thread.
+        tid: Tid,
+    },
+    /// The end of the recording: the program exits (its exit_group is
+    /// reached, not run).
+    Exited {
+        /// The exit status.
+        code: i32,
+    },
+    /// The end of the recording: a signal killed the program; the thread
+    /// stands at the recorded faulting instruction.
+    Killed {
+        /// The thread.
+        tid: Tid,
+        /// The fatal signal (Linux numbering).
+        signo: i32,
+    },
     /// Going backwards reached the start of the recording.
-    StartOfRecording { tid: Tid },
+    StartOfRecording {
+        /// The first thread.
+        tid: Tid,
+    },
     /// The replay cannot go further: it diverged from the recording at
     /// this failure (everything before it is the recorded run).
-    Diverged { tid: Tid, failure: Failure },
-    /// The client asked to stop ([`ReplaySession::resume`]'s `interrupt`).
-    Interrupted { tid: Tid },
+    Diverged {
+        /// The thread that diverged.
+        tid: Tid,
+        /// How.
+        failure: Failure,
+    },
+    /// The client asked to stop ([`ReplaySession::resume`](crate::ReplaySession::resume)'s `interrupt`);
+    /// a move backwards that was interrupted returns to where it started.
+    Interrupted {
+        /// The current thread.
+        tid: Tid,
+    },
 }
 
 impl Stop {

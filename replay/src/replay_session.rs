@@ -203,7 +203,7 @@ impl<'a> ReplaySession<'a> {
             Resume::Continue => self.forward(None, interrupt),
             Resume::Step(tid) => self.forward(Some(tid), interrupt),
             Resume::ReverseContinue => self.reverse_continue(interrupt),
-            Resume::ReverseStep(tid) => self.reverse_step(tid),
+            Resume::ReverseStep(tid) => self.reverse_step(tid, interrupt),
         }
     }
 
@@ -255,15 +255,7 @@ impl<'a> ReplaySession<'a> {
                 let pc = self.live.registers(tid).map_or(0, |(r, _)| r.rip);
                 Stop::Breakpoint { tid, pc }
             }
-            Halt::Watch(slot) => match self.watchpoints.get(slot) {
-                Some(watch) => {
-                    let mut new = vec![0; usize::from(watch.len)];
-                    self.read_memory(watch.addr, &mut new);
-                    let old = self.values.insert(watch, new.clone()).unwrap_or_else(|| new.clone());
-                    Stop::Watchpoint { tid, watch, old, new }
-                }
-                None => Stop::Step { tid },
-            },
+            Halt::Watch(slot) => watch_hit(&self.live, tid, slot, &mut self.values),
             Halt::Stepped(_) | Halt::Segment => Stop::Step { tid },
             Halt::Signal { signo, fatal: true, .. } => Stop::Killed { tid, signo },
             Halt::Signal { signo, siginfo, .. } => Stop::Signal { tid, signo, siginfo },
@@ -539,6 +531,17 @@ impl<'a> ReplaySession<'a> {
     pub fn checkpoint_memory(&self) -> u64 {
         self.timeline.memory()
     }
+}
+
+/// The stop for thread `tid`'s access to the watchpoint in debug register
+/// `slot` of `live`: its bytes now, and as they were at its last hit
+/// (`values`, updated; the bytes now when there was none).
+pub(crate) fn watch_hit(live: &Session<'_>, tid: Tid, slot: usize, values: &mut HashMap<Watchpoint, Vec<u8>>) -> Stop {
+    let Some(watch) = live.watchpoints().get(slot) else { return Stop::Step { tid } };
+    let mut new = vec![0; usize::from(watch.len)];
+    live.read_memory(watch.addr, &mut new);
+    let old = values.insert(watch, new.clone()).unwrap_or_else(|| new.clone());
+    Stop::Watchpoint { tid, watch, old, new }
 }
 
 /// Where a restored live process comes from.

@@ -15,7 +15,7 @@
 
 use crate::debug::{Stop, Watchpoint};
 use crate::mark::{Leg, Mark, TrapSet};
-use crate::replay_session::{Origin, ReplaySession};
+use crate::replay_session::{watch_hit, Origin, ReplaySession};
 use crate::session::{Goal, Halt};
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -34,18 +34,35 @@ impl ReplaySession<'_> {
     /// current mark, or to the start of the recording. Errors: rebuilding
     /// processes failed.
     pub(crate) fn reverse_continue(&mut self, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
+        let now = self.mark.clone();
+        let found = self.last_hit_before(interrupt);
+        self.interruptible(found, &now)
+    }
+
+    /// A move backwards that `interrupt` stopped goes back to `now`.
+    fn interruptible(&mut self, moved: Result<Stop>, now: &Mark) -> Result<Stop> {
+        match moved {
+            Err(e) if e.is::<Interrupted>() => {
+                self.seek(now)?;
+                Ok(Stop::Interrupted { tid: self.live.current() })
+            }
+            other => other,
+        }
+    }
+
+    fn last_hit_before(&mut self, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
         let set = self.traps.clone();
         let mut hi = self.mark.clone();
         while !set.is_empty() {
             let from = self.timeline.latest_before(&hi, false);
             let from_mark = from.map(|k| self.timeline.get(k).mark.clone());
             self.restore(from.map_or(Origin::Start, Origin::Timeline))?;
-            let hits = self.scan(&hi, &set)?;
+            let hits = self.scan(&hi, &set, interrupt)?;
             if let Some(hit) = hits.into_iter().last() {
                 // Backwards, a watchpoint stops before the access (gdb
                 // then sees the value change back, as rr shows it).
                 let target = match hit.stop {
-                    Stop::Watchpoint { .. } => self.one_before(&hit.mark)?,
+                    Stop::Watchpoint { .. } => self.one_before(&hit.mark, interrupt)?,
                     _ => hit.mark,
                 };
                 self.seek(&target)?;
@@ -54,10 +71,6 @@ impl ReplaySession<'_> {
             match from_mark {
                 Some(m) => hi = m,
                 None => break,
-            }
-            if interrupt() {
-                self.seek(&hi)?;
-                return Ok(Stop::Interrupted { tid: self.live.current() });
             }
         }
         self.restore(Origin::Start)?;
@@ -68,13 +81,16 @@ impl ReplaySession<'_> {
     /// traps of `set` and returns their hits before `hi`. A watchpoint hit
     /// at `hi` itself counts: backwards, the access that led to `hi` is
     /// the first one undone.
-    fn scan(&mut self, hi: &Mark, set: &Arc<TrapSet>) -> Result<Vec<Hit>> {
+    fn scan(&mut self, hi: &Mark, set: &Arc<TrapSet>, interrupt: &mut dyn FnMut() -> bool) -> Result<Vec<Hit>> {
         let mut hits = Vec::new();
         let mut values = self.watch_values(&set.watchpoints);
         while self.mark.point < hi.point {
             let pause_at = Some(Instant::now() + self.sopts.checkpoint_interval);
             match self.run(&Goal { point: Some(hi.point), pause_at, traps: true, ..Goal::default() })? {
-                Halt::Segment if self.mark.point < hi.point => self.maybe_checkpoint()?,
+                Halt::Segment if self.mark.point < hi.point => {
+                    self.maybe_checkpoint()?;
+                    poll(interrupt)?;
+                }
                 Halt::Segment | Halt::Signal { fatal: false, .. } => {}
                 halt @ (Halt::Breakpoint | Halt::Watch(_)) => {
                     let stop = self.hit_stop(&halt, &mut values);
@@ -172,15 +188,7 @@ impl ReplaySession<'_> {
     fn hit_stop(&self, halt: &Halt, values: &mut HashMap<Watchpoint, Vec<u8>>) -> Stop {
         let tid = self.live.current();
         match halt {
-            Halt::Watch(slot) => match self.live.watchpoints().get(*slot) {
-                Some(watch) => {
-                    let mut new = vec![0; usize::from(watch.len)];
-                    self.read_memory(watch.addr, &mut new);
-                    let old = values.insert(watch, new.clone()).unwrap_or_else(|| new.clone());
-                    Stop::Watchpoint { tid, watch, old, new }
-                }
-                None => Stop::Step { tid },
-            },
+            Halt::Watch(slot) => watch_hit(&self.live, tid, *slot, values),
             _ => Stop::Breakpoint { tid, pc: self.registers(tid).map_or(0, |r| r.regs.rip) },
         }
     }
@@ -198,22 +206,22 @@ impl ReplaySession<'_> {
     /// Goes back one instruction of thread `tid`. Errors: rebuilding
     /// processes failed, or `tid` has executed nothing before this point
     /// in the replay.
-    pub(crate) fn reverse_step(&mut self, tid: Tid) -> Result<Stop> {
+    pub(crate) fn reverse_step(&mut self, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
         let now = self.mark.clone();
         let target = if now.tid == tid && !now.path.is_empty() {
-            self.one_before(&now)?
+            self.one_before(&now, interrupt)
         } else {
-            self.end_of_previous_segment(&now, tid)?
+            self.end_of_previous_segment(&now, tid, interrupt)
         };
-        self.seek(&target)?;
-        Ok(Stop::Step { tid })
+        let moved = target.and_then(|target| self.seek(&target)).map(|()| Stop::Step { tid });
+        self.interruptible(moved, &now)
     }
 
     /// The moment one instruction before `mark`, which is inside its
     /// segment (not at its start).
-    fn one_before(&mut self, mark: &Mark) -> Result<Mark> {
+    fn one_before(&mut self, mark: &Mark, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         if mark.trailing_steps() == 0 {
-            return self.before_trap(mark);
+            return self.before_trap(mark, interrupt);
         }
         let mut target = mark.clone();
         match target.path.last_mut() {
@@ -227,7 +235,7 @@ impl ReplaySession<'_> {
 
     /// The moment one instruction before `now`, which ends with a trap leg:
     /// single steps from the trap before it (or its segment's start).
-    fn before_trap(&mut self, now: &Mark) -> Result<Mark> {
+    fn before_trap(&mut self, now: &Mark, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         let mut anchor = now.clone();
         let Some(Leg::Traps(own, n)) = anchor.path.pop() else { bail!("internal error: {now} does not end with a trap") };
         if n > 1 {
@@ -240,7 +248,12 @@ impl ReplaySession<'_> {
             loop {
                 match me.run(&Goal { step, traps: true, ..Goal::default() })? {
                     _ if me.mark.point != now.point => bail!("{now} is not reached again"),
-                    Halt::Stepped(true) => j += 1,
+                    Halt::Stepped(true) => {
+                        j += 1;
+                        if j % POLL_STEPS == 0 {
+                            poll(interrupt)?;
+                        }
+                    }
                     Halt::Watch(_) => return Ok(j),
                     Halt::Breakpoint => return Ok(j.saturating_sub(1)),
                     other => bail!("{now} is not reached again ({other:?})"),
@@ -256,7 +269,7 @@ impl ReplaySession<'_> {
     /// The last moment of thread `tid`'s last segment before `now` in
     /// which it executed an instruction, before that instruction's
     /// successor: single steps through that segment.
-    fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid) -> Result<Mark> {
+    fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         let pc_now = self.registers(tid)?.regs.rip;
         let mut hi = now.clone();
         loop {
@@ -268,13 +281,14 @@ impl ReplaySession<'_> {
                 if self.mark.tid == tid && self.mark.at_segment_start() {
                     last = Some(self.mark.clone());
                 }
+                poll(interrupt)?;
                 let next = self.mark.point + 1;
                 if self.to_segment(next).is_err() {
                     break;
                 }
             }
             if let Some(start) = last {
-                return self.last_instruction(&start, pc_now);
+                return self.last_instruction(&start, pc_now, interrupt);
             }
             match from_mark {
                 Some(m) => hi = m,
@@ -287,7 +301,7 @@ impl ReplaySession<'_> {
     /// the segment; the mark of the last instruction boundary inside it
     /// whose pc is not `pc_now` (a pthread breakpoint ends a segment at
     /// the same pc the next one starts at).
-    fn last_instruction(&mut self, start: &Mark, pc_now: u64) -> Result<Mark> {
+    fn last_instruction(&mut self, start: &Mark, pc_now: u64, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         self.seek(start)?;
         let step = Some(self.live.thread_index(start.tid).ok_or_else(|| anyhow!("no thread {}", start.tid))?);
         let mut pcs = vec![self.registers(start.tid)?.regs.rip];
@@ -299,6 +313,9 @@ impl ReplaySession<'_> {
                     return Ok(());
                 }
                 pcs.push(me.registers(start.tid)?.regs.rip);
+                if pcs.len() as u64 % POLL_STEPS == 0 {
+                    poll(interrupt)?;
+                }
             }
         })?;
         while pcs.len() > 1 && pcs.last() == Some(&pc_now) {
@@ -311,6 +328,30 @@ impl ReplaySession<'_> {
         Ok(mark)
     }
 }
+/// Single steps between two polls of the client's interrupt (about 50 ms
+/// of ptrace single steps).
+const POLL_STEPS: u64 = 4096;
+
+/// A move backwards the client interrupted (gdb's ^C).
+#[derive(Debug)]
+struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted by the client")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Errors with [`Interrupted`] when the client asked to stop.
+fn poll(interrupt: &mut dyn FnMut() -> bool) -> Result<()> {
+    if interrupt() {
+        return Err(Interrupted.into());
+    }
+    Ok(())
+}
+
 /// The traps of both sets.
 fn union(a: &TrapSet, b: &TrapSet) -> TrapSet {
     let mut breakpoints: Vec<u64> = a.breakpoints.iter().chain(&b.breakpoints).copied().collect();

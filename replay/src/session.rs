@@ -313,6 +313,10 @@ pub(crate) struct Session<'a> {
     halt: Option<Halt>,
     /// The current [`Goal`] stops at thread creations and exits.
     thread_halts: bool,
+    /// A thread creation or exit to report at the next segment start.
+    deferred: Option<Halt>,
+    /// The process has been reaped ([`Session::drain`]).
+    ended: bool,
     state: State,
 }
 
@@ -428,6 +432,8 @@ impl<'a> Session<'a> {
             interactive: false,
             halt: None,
             thread_halts: false,
+            deferred: None,
+            ended: false,
             state,
         }
     }

@@ -19,8 +19,11 @@ pub const MIN_AVAILABLE: u64 = 1 << 30;
 
 /// A checkpoint: where it is, the frozen process and the replayer's state.
 pub(crate) struct Saved {
+    /// Where it is.
     pub mark: Mark,
+    /// The frozen process.
     pub template: Template,
+    /// The replayer's state there.
     pub snapshot: Snapshot,
 }
 

@@ -14,39 +14,52 @@ use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use weft_record::syscalls::{self, Class};
+use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
+
+/// What stepping over a taken int3 did.
+pub(super) enum Over {
+    /// There was nothing to step over.
+    Nothing,
+    /// The instruction under the int3 ran; a watchpoint it accessed.
+    Ran(Option<usize>),
+    /// The instruction is a `syscall`: the thread is at its entry stop.
+    AtEntry(WaitStatus),
+}
 
 impl Session<'_> {
     /// Resumes thread `i` until its next scheduling point, or until a
     /// debugger breakpoint or watchpoint when `traps` (else they are passed
     /// silently). Syscalls that are not scheduling points run (or, for
-    /// rseq, fail) on the way; with `one_syscall`, the first one ends the
-    /// run (a single step of a `syscall` instruction).
-    pub(super) fn advance(&mut self, i: usize, traps: bool, one_syscall: bool) -> Result<Advance> {
+    /// rseq, fail) on the way. With `one_step`, the first instruction the
+    /// thread completes ends the run: a single step of a `syscall` that is
+    /// not a scheduling point, or of an int3 (a release's entry, another
+    /// thread's return breakpoint) that is not one for this thread.
+    pub(super) fn advance(&mut self, i: usize, traps: bool, one_step: bool) -> Result<Advance> {
+        let stepped = |watch: Option<usize>| Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
         loop {
-            let (tid, sig) = (self.state.threads[i].tid, match self.state.threads[i].at {
-                At::Deliver(s) => Some(s),
-                _ => None,
-            });
-            self.state.threads[i].at = At::Ready;
-            self.state.threads[i].caller = None;
-            if sig.is_none() {
-                if let Some(slot) = self.step_over_breakpoint(i)?.filter(|_| traps) {
-                    return Ok(Advance::Halt(Halt::Watch(slot)));
+            let (tid, sig) = self.take_for_resume(i);
+            let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
+            let (status, fired) = match over {
+                Over::AtEntry(status) => (status, false),
+                Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
+                Over::Ran(watch) if one_step => return stepped(watch),
+                Over::Ran(_) | Over::Nothing => {
+                    self.watchdog.arm(tid);
+                    ptrace::syscall(tid, sig)?;
+                    let status = waitpid(tid, Some(WaitPidFlag::__WALL));
+                    let fired = self.watchdog.disarm();
+                    (status?, fired)
                 }
-            }
-            self.watchdog.arm(tid);
-            ptrace::syscall(tid, sig)?;
-            let status = waitpid(tid, Some(WaitPidFlag::__WALL));
-            let fired = self.watchdog.disarm();
-            match status? {
+            };
+            match status {
                 WaitStatus::PtraceSyscall(_) => {
                     let regs = ptrace::getregs(tid)?;
                     self.state.threads[i].regs = regs;
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         self.set_altstack(i, &regs);
-                        if one_syscall {
-                            return Ok(Advance::Halt(Halt::Stepped(true)));
+                        if one_step {
+                            return stepped(None);
                         }
                         continue;
                     }
@@ -55,8 +68,8 @@ impl Session<'_> {
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Refused => {
                             self.finish_syscall(i, -libc::ENOSYS as i64)?;
-                            if one_syscall {
-                                return Ok(Advance::Halt(Halt::Stepped(true)));
+                            if one_step {
+                                return stepped(None);
                             }
                         }
                         Class::Execute => self.read_altstack(i, &regs),
@@ -83,13 +96,30 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills
                 // the process (exits at scheduling points are handled there).
-                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
-                    let _ = ptrace::cont(tid, None);
-                    return Ok(Advance::End(self.drain()?));
-                }
+                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => return self.ended(tid),
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
+    }
+
+    /// Thread `i` is about to be resumed: its tid, and the signal to
+    /// deliver as it resumes, if one is due; it is `Ready` from now on.
+    pub(super) fn take_for_resume(&mut self, i: usize) -> (Pid, Option<NixSignal>) {
+        let t = &mut self.state.threads[i];
+        let sig = match t.at {
+            At::Deliver(s) => Some(s),
+            _ => None,
+        };
+        t.at = At::Ready;
+        t.caller = None;
+        (t.tid, sig)
+    }
+
+    /// Resumed thread `tid` reported its exit or the process's: a signal
+    /// killed the process (exits at scheduling points are handled there).
+    pub(super) fn ended(&mut self, tid: Pid) -> Result<Advance> {
+        let _ = ptrace::cont(tid, None);
+        Ok(Advance::End(self.drain()?))
     }
 
     /// Thread `i` stopped for signal `sig`: a scheduling point.
@@ -149,30 +179,37 @@ impl Session<'_> {
 
     /// A thread resuming at one of our int3s that stopped it first
     /// executes the original instruction alone (the other threads are
-    /// stopped, so none can miss the breakpoint meanwhile). Returns the
-    /// debug register of a watchpoint that instruction accessed.
-    pub(super) fn step_over_breakpoint(&mut self, i: usize) -> Result<Option<usize>> {
+    /// stopped, so none can miss the breakpoint meanwhile). A `syscall`
+    /// instruction is not single-stepped, which would run it without its
+    /// entry stop: the thread is run to that stop instead.
+    pub(super) fn step_over_breakpoint(&mut self, i: usize) -> Result<Over> {
         let (tid, pc) = (self.state.threads[i].tid, self.state.threads[i].regs.rip);
         if self.state.threads[i].taken.take() != Some(pc) {
-            return Ok(None);
+            return Ok(Over::Nothing);
         }
         let byte = match self.state.sync.step_over(pc) {
-            None => return Ok(None),
+            None => return Ok(Over::Nothing),
             Some(StepOver::Skip(len)) => {
                 self.state.threads[i].regs.rip += len;
                 ptrace::setregs(tid, self.state.threads[i].regs)?;
-                return Ok(None);
+                return Ok(Over::Ran(None));
             }
             Some(StepOver::Step(byte)) => byte,
         };
+        let syscall = byte == remote::SYSCALL_INSN[0] && self.mem.read(pc + 1, 1).is_ok_and(|b| b[0] == remote::SYSCALL_INSN[1]);
         self.mem.write(pc, &[byte])?;
-        ptrace::step(tid, None)?;
+        if syscall {
+            ptrace::syscall(tid, None)?;
+        } else {
+            ptrace::step(tid, None)?;
+        }
         let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
         self.mem.write(pc, &[0xcc])?;
         match status {
-            WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
+            WaitStatus::PtraceSyscall(_) if syscall => Ok(Over::AtEntry(status)),
+            WaitStatus::Stopped(_, NixSignal::SIGTRAP) if !syscall => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
-                self.watch_trapped(tid)
+                Ok(Over::Ran(self.watch_trapped(tid)?))
             }
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
         }
@@ -233,6 +270,7 @@ impl Session<'_> {
         for t in &mut self.state.threads {
             t.at = At::Exited;
         }
+        self.ended = true;
         end.ok_or_else(|| anyhow!("the replayed process vanished without an exit status"))
     }
 

@@ -101,6 +101,25 @@ impl Session<'_> {
         }
     }
 
+    /// Whether signal `signo`, matched for thread `i`, is the one that
+    /// ended the recording: the end is this signal in this thread, and the
+    /// thread has no event before it.
+    pub(super) fn fatal(&self, i: usize, signo: i32) -> bool {
+        let rec = self.state.threads[i].rec;
+        let ends = matches!(self.trace.events.last().map(|e| &e.kind), Some(EventKind::End(End::Killed { signo: s, tid, .. })) if *s == signo && *tid == rec);
+        ends && self.next_event_of(rec) == usize::MAX
+    }
+
+    /// Whether thread `i` holds back the fatal signal it is about to
+    /// receive: other threads' events come before the end in the log (on
+    /// other cores they ran while the kernel killed the process), and the
+    /// next one's thread can run.
+    pub(super) fn holds_fatal_signal(&self, i: usize) -> bool {
+        let At::Deliver(sig) = self.state.threads[i].at else { return false };
+        let before_end = !matches!(self.trace.events.get(self.state.pos).map(|e| &e.kind), Some(EventKind::End(_)) | None);
+        before_end && self.fatal(i, sig as i32) && self.next_owner().is_some_and(|j| j != i && self.runnable(j))
+    }
+
     /// The thread a recording ended by SIGKILL names, when that end is the
     /// log's next event. SIGKILL has no delivery stop, so no signal event
     /// precedes it: sent from outside (`kill -9`, often to a program that
@@ -138,8 +157,7 @@ impl Session<'_> {
                 t.at = At::Deliver(*sig);
                 self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });
                 if self.interactive {
-                    let fatal = matches!(self.trace.events.get(self.state.pos).map(|e| &e.kind),
-                        Some(EventKind::End(End::Killed { signo, .. })) if *signo == s.signo);
+                    let fatal = self.fatal(i, s.signo);
                     self.halt = Some(Halt::Signal { signo: s.signo, siginfo: s.siginfo.clone(), fatal });
                 }
                 Ok(Step::Stay)

@@ -70,6 +70,9 @@ impl Session<'_> {
         let r = unsafe { libc::ptrace(libc::PTRACE_SETFPREGS, t.tid.as_raw(), 0, fp as *const _) };
         nix::errno::Errno::result(r).context("PTRACE_SETFPREGS")?;
         t.regs = *regs;
+        // Its pc may have moved off a breakpoint it stopped at.
+        t.taken = None;
+        t.reported = None;
         Ok(())
     }
 
@@ -110,6 +113,16 @@ impl Session<'_> {
 
     /// Ends the replayed process (no tracee is left behind).
     pub(crate) fn end(&mut self) {
-        self.kill();
+        if !self.ended {
+            self.kill();
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    /// A session dropped before its process ended (an error on the way)
+    /// leaves no stopped tracee behind.
+    fn drop(&mut self) {
+        self.end();
     }
 }

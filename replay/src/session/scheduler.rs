@@ -47,11 +47,19 @@ pub(crate) enum Halt {
     /// After an access to the watchpoint in this debug register.
     Watch(usize),
     /// The [`Goal::step`] is done; false when its instruction was a
-    /// scheduling point and the thread has not run since.
+    /// scheduling point and the thread has not run since (the loop stands
+    /// at the start of the thread's next segment).
     Stepped(bool),
     /// The thread is about to receive a recorded signal (its event is
-    /// matched); `fatal` when it is the one that ended the recording.
-    Signal { signo: i32, siginfo: Vec<u8>, fatal: bool },
+    /// matched).
+    Signal {
+        /// The signal number.
+        signo: i32,
+        /// The recorded `siginfo_t`.
+        siginfo: Vec<u8>,
+        /// It is the signal that ended the recording.
+        fatal: bool,
+    },
     /// At the recorded exit: the exit_group is matched, not executed.
     Exiting(i32),
     /// Thread `parent` created thread `tid` (recorded tids).
@@ -75,12 +83,20 @@ impl Session<'_> {
     /// Runs the scheduler's loop until `goal` or the end.
     pub(crate) fn run_to(&mut self, goal: &Goal) -> Result<Halt> {
         self.thread_halts = goal.thread_events;
+        if !goal.thread_events {
+            self.deferred = None;
+        }
+        // A single step cut short (another thread's trap, a pause) is
+        // over unless this goal goes on with it.
+        if goal.step != self.state.stepping {
+            self.state.stepping = None;
+        }
         loop {
             let cur = self.cur;
             let step = match self.pending.take() {
                 Some(op) => self.point_handled(|s| s.sync_point(cur, op))?,
                 None => {
-                    if matches!(self.state.threads[cur].at, At::Ready | At::Deliver(_)) {
+                    if matches!(self.state.threads[cur].at, At::Ready | At::Deliver(_)) && !self.holds_fatal_signal(cur) {
                         if let Some(halt) = self.segment(goal)? {
                             return Ok(halt);
                         }
@@ -90,10 +106,15 @@ impl Session<'_> {
                 }
             };
             if let Some(halt) = self.after(step)? {
+                self.halt = None;
                 return Ok(halt);
             }
-            if let Some(halt) = self.halt.take() {
-                return Ok(halt);
+            match self.halt.take() {
+                // Reported where a position can name the moment: at the
+                // next segment start.
+                Some(halt @ (Halt::ThreadCreated { .. } | Halt::ThreadExited(_))) => self.deferred = Some(halt),
+                Some(halt) => return Ok(halt),
+                None => {}
             }
         }
     }
@@ -103,6 +124,9 @@ impl Session<'_> {
     fn segment(&mut self, goal: &Goal) -> Result<Option<Halt>> {
         let cur = self.cur;
         if !self.state.mid_segment {
+            if let Some(halt) = self.deferred.take() {
+                return Ok(Some(halt));
+            }
             let at_point = goal.point.is_some_and(|p| self.state.points >= p);
             let at_event = goal.event.is_some_and(|e| self.state.pos as u64 >= e);
             if at_point || at_event || goal.pause_at.is_some_and(|t| Instant::now() >= t) {
@@ -196,6 +220,7 @@ impl Session<'_> {
                 self.sync_point(i, Some(op))
             }
             At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
+            At::Deliver(_) if self.holds_fatal_signal(i) => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
         }
     }

@@ -1,8 +1,9 @@
 //! Snapshots of a replay for checkpoints (`checkpoint.rs` keeps the
 //! frozen process): the replayer's [`State`](super::State), every thread's
 //! [`ThreadImage`], and where the scheduler's loop stands. Exploration
-//! takes them at synchronization points; the debugger's timeline at
-//! segment starts and at any stop.
+//! takes them at synchronization points, the debugger's timeline at
+//! segment starts, and the user's `checkpoint` at any stop where no
+//! thread is at a signal delivery.
 
 use super::{At, Session, State};
 use crate::checkpoint::{self, Checkpoints, Template, ThreadImage};
@@ -55,6 +56,9 @@ impl<'a> Session<'a> {
         tids: Vec<Option<Pid>>,
     ) -> Result<Self> {
         let mut state = s.state;
+        // The pending point was counted before the snapshot; it is handled
+        // (and counted) again.
+        state.points -= u64::from(s.pending.is_some());
         for (t, tid) in state.threads.iter_mut().zip(&tids) {
             if let Some(tid) = tid {
                 t.tid = *tid;

@@ -8,7 +8,7 @@
 //! syscall-entry stop.
 
 use super::traps::Trapped;
-use super::{Advance, At, Halt, Session};
+use super::{Advance, Halt, Session};
 use crate::remote;
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
@@ -24,13 +24,11 @@ impl Session<'_> {
         if self.state.stepping.take() == Some(i) && !taken {
             return Ok(Advance::Halt(Halt::Stepped(false)));
         }
-        if taken && self.state.threads[i].at == At::Ready {
-            let watch = self.step_over_breakpoint(i)?;
-            return Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
-        }
-        let code = self.mem.read(pc, 2).unwrap_or_default();
-        if code == remote::SYSCALL_INSN || self.state.sync.is_sync(pc) {
-            // Stops at the syscall's end unless it is a scheduling point.
+        let mut code = self.mem.read(pc, 2).unwrap_or_default();
+        self.state.sync.shadow(pc, &mut code);
+        if code == remote::SYSCALL_INSN || (self.state.sync.is_sync(pc) && !taken) || taken {
+            // Ends at the syscall's exit, after the instruction under a
+            // taken int3, or at the scheduling point either one is.
             self.state.stepping = Some(i);
             let advanced = self.advance(i, true, true)?;
             if matches!(advanced, Advance::Halt(_)) {
@@ -38,15 +36,8 @@ impl Session<'_> {
             }
             return Ok(advanced);
         }
-        let tid = self.state.threads[i].tid;
-        let sig = match self.state.threads[i].at {
-            At::Deliver(s) => Some(s),
-            _ => None,
-        };
-        let t = &mut self.state.threads[i];
-        t.at = At::Ready;
-        t.caller = None;
-        t.taken = None;
+        let (tid, sig) = self.take_for_resume(i);
+        self.state.threads[i].taken = None;
         ptrace::step(tid, sig)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
@@ -62,10 +53,7 @@ impl Session<'_> {
                 self.state.stepping = Some(i);
                 self.faulted(i, sig)
             }
-            WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
-                let _ = ptrace::cont(tid, None);
-                Ok(Advance::End(self.drain()?))
-            }
+            WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => self.ended(tid),
             other => bail!("unexpected stop of thread {tid} in a single step: {other:?}"),
         }
     }
