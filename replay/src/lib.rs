@@ -23,7 +23,9 @@
 //! Start with `session.rs` (the engine's state; one concept per file
 //! under `session/`: ptrace control, syscall emulation, the scheduler,
 //! signals, single steps, the debugger's traps, snapshots), then
-//! `replay_session.rs`. `futex.rs` is the emulated wait queues,
+//! `replay_session.rs`. `loader.rs` reads the dynamic loader's state in
+//! the replayed process (the mapped libraries, thread-local variables'
+//! addresses) for the session. `futex.rs` is the emulated wait queues,
 //! `schedule.rs` the preemptions exploration adds, `sync_trace.rs` what a
 //! failed replay tells exploration, and `position.rs` the coarse position
 //! failures name.
@@ -34,6 +36,7 @@ mod digest;
 pub mod epoch;
 pub mod failure;
 pub mod futex;
+pub mod loader;
 pub mod mark;
 pub mod position;
 mod remote;

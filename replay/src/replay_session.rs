@@ -7,6 +7,7 @@
 use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watchpoint, When};
 use crate::epoch::{self, Epoch};
 use crate::failure::Failure;
+use crate::loader::{self, Library};
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
 use crate::timeline::{Saved, Timeline};
@@ -144,6 +145,30 @@ impl<'a> ReplaySession<'a> {
     /// /proc unreadable.
     pub fn auxv(&self) -> Result<Vec<u8>> {
         self.live.auxv()
+    }
+
+    /// The loaded modules, from the dynamic loader's `link_map` chain in
+    /// the process's memory ([`loader::libraries`]): the executable first,
+    /// then the shared libraries and the vDSO in load order. Empty before
+    /// the loader has set up its list (at the program's first
+    /// instructions) and for a static executable. Errors: the auxv is
+    /// unreadable.
+    pub fn libraries(&self) -> Result<Vec<Library>> {
+        let auxv = self.auxv()?;
+        Ok(loader::libraries(&auxv, &|addr, buf| self.read_memory(addr, buf)))
+    }
+
+    /// The address of thread `tid`'s instance of the thread-local variable
+    /// at `offset` bytes into the TLS block of the module whose
+    /// `struct link_map` is at `lm` (0: the executable), found through
+    /// the thread's `fs_base` and glibc's DTV ([`loader::tls_address`]).
+    /// `None`: the module has no TLS or is not loaded, the thread has no
+    /// block for it yet, or the loader's data is unreadable. Errors: no
+    /// such live thread, or the auxv is unreadable.
+    pub fn tls_address(&self, tid: Tid, lm: u64, offset: u64) -> Result<Option<u64>> {
+        let thread_pointer = self.registers(tid)?.regs.fs_base;
+        let auxv = self.auxv()?;
+        Ok(loader::tls_address(lm, offset, thread_pointer, &auxv, &|addr, buf| self.read_memory(addr, buf)))
     }
 
     /// Sets a software breakpoint at `addr`. Errors: unmapped address.

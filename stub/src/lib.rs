@@ -8,14 +8,15 @@
 //! gdb's bytes to gdbstub's state machine, which calls the target
 //! ([`target`]): registers ([`arch`], [`regs`]), memory, threads,
 //! breakpoints and watchpoints ([`watch`]) go straight to the session;
-//! `qXfer` objects come from it (the library list is read from the
-//! loader's data in tracee memory, [`svr4`]); `monitor` commands
-//! ([`monitor`]) reach the log's events, epochs and checkpoints. A resume
-//! packet is run by the session until a [`weft_replay::Stop`], which
-//! becomes a stop reply ([`stop`], with gdb's signal numbers, [`signal`]).
+//! `qXfer` objects come from it (the library list is the loader's, which
+//! the session reads from tracee memory, as XML by [`svr4`]); `monitor`
+//! commands ([`monitor`]) reach the log's events, epochs and checkpoints.
+//! A resume packet is run by the session until a [`weft_replay::Stop`],
+//! which becomes a stop reply ([`stop`], with gdb's signal numbers,
+//! [`signal`]).
 //! gdbstub lacks `qGetTLSAddr`: the server takes those packets out of
-//! the stream first ([`intercept`]) and answers them with the address of
-//! the thread-local variable ([`tls`]).
+//! the stream first ([`intercept`]), parses them ([`tls`]) and answers
+//! with the session's address of the thread-local variable.
 
 pub mod arch;
 pub mod intercept;

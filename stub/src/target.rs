@@ -121,14 +121,12 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
     /// The address of a thread-local variable, for gdb's
     /// `qGetTLSAddr:thread-id,offset,lm` (GDB RSP, "General Query
     /// Packets"; `args` is what follows the colon), which the server
-    /// answers itself. `None` (gdb gets `E01`): malformed arguments, a
-    /// thread that is not live, or an address [`tls::address`] cannot
-    /// resolve.
+    /// answers itself. `None` (gdb gets `E01`): malformed arguments
+    /// ([`tls::Request::parse`]), a thread that is not live, or an address
+    /// the session cannot resolve ([`ReplaySession::tls_address`]).
     pub fn tls_address(&self, args: &[u8]) -> Option<u64> {
         let request = tls::Request::parse(args)?;
-        let thread_pointer = self.session.registers(request.tid).ok()?.regs.fs_base;
-        let auxv = self.session.auxv().ok()?;
-        tls::address(&request, thread_pointer, &auxv, &|addr, buf| self.session.read_memory(addr, buf))
+        self.session.tls_address(request.tid, request.lm, request.offset).ok().flatten()
     }
 
     /// The recorded thread a register access in gdb's thread `tid` is
@@ -392,8 +390,7 @@ impl LibrariesSvr4 for ReplayTarget<'_, '_> {
     /// `qXfer:libraries-svr4:read`: the loader's list, rebuilt for every
     /// window gdb reads (the session does not move in between).
     fn get_libraries_svr4(&self, offset: u64, length: usize, buf: &mut [u8]) -> TargetResult<usize, Self> {
-        let auxv = self.session.auxv().map_err(TargetError::Fatal)?;
-        let xml = svr4::library_list(&auxv, &|addr, b| self.session.read_memory(addr, b));
+        let xml = svr4::library_list(&self.session.libraries().map_err(TargetError::Fatal)?);
         Ok(copy_window(xml.as_bytes(), offset, length, buf))
     }
 }
