@@ -21,12 +21,14 @@ fn check(name: &str, bin: &str, package: &str, args: &[&str]) {
 /// succeeds, nor which consumer takes which block, so the replay needs
 /// several preemptions found by exploration, some of them in pairs
 /// (m = 2). Measured on one recording of 4 MB: valid after 70 replays
-/// (14 s, attempts resuming from checkpoints).
+/// (14 s, attempts resuming from checkpoints). Some recordings are beyond
+/// the search (see README's known limits): in one CI run, two of three in
+/// a row; hence up to six recordings (a failed search takes about 70 s).
 #[test]
 fn pbzip2_two_threads() {
     let input = text_file("pbzip2-input.txt", 4);
     let prog = debian_program("pbzip2", "pbzip2");
-    record_until_a_schedule_is_found("pbzip2", &[prog.to_str().unwrap(), "-p2", "-c", input.to_str().unwrap()], &[], 3);
+    record_until_a_schedule_is_found("pbzip2", &[prog.to_str().unwrap(), "-p2", "-c", input.to_str().unwrap()], &[], 6);
 }
 
 /// On 6 MB, `xz -T2` makes one block (its default block size is 24 MB at

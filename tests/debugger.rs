@@ -473,7 +473,7 @@ fn pbzip2_breakpoint_in_a_consumer_and_reverse_continue() {
         "pbzip2-gdb",
         &[prog.to_str().unwrap(), "-p2", "-c", input.to_str().unwrap()],
         &[],
-        5,
+        6,
     );
     let server = Server::start(&trace);
     let block = "print *(char (*)[24])$rdx";
