@@ -203,6 +203,10 @@ impl Session<'_> {
     /// int3 again when it resumes, so that the point is handled; one of
     /// the debugger's alone is stepped over. `report`: stop for it.
     pub(super) fn debugger_trap(&mut self, i: usize, report: bool, stepped_from: Option<u64>) -> Result<Trapped> {
+        // Exploration's hot path (every pthread int3) sets none.
+        if self.watchpoints.iter().next().is_none() && self.state.sync.user().next().is_none() {
+            return Ok(Trapped::No);
+        }
         let tid = self.state.threads[i].tid;
         if let Some(slot) = self.watch_trapped(tid)? {
             self.state.threads[i].regs = nix::sys::ptrace::getregs(tid)?;
