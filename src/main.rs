@@ -217,8 +217,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
     if (known || opts.max_attempts == 1) && !opts.replay.digest {
         match autopilot(&trace, &opts.replay)? {
             Ok(end) => {
-                let was = if matches!(end, End::Killed { .. }) { "was " } else { "" };
-                eprintln!("weft: replay valid: {} events matched; the program {was}{end}", trace.events.len());
+                report_valid(&end, trace.events.len() as u64);
                 return Ok(0);
             }
             Err(failure) if opts.max_attempts == 1 => {
@@ -235,8 +234,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
     let explored = found.schedule != opts.replay.schedule;
     match &found.report.outcome {
         weft_replay::Outcome::Valid { end, events } => {
-            let was = if matches!(end, weft_record::End::Killed { .. }) { "was " } else { "" };
-            eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
+            report_valid(end, *events);
             // The log order saved too: later replays and the debugger
             // then need no search.
             if explored || !dir.join(SCHEDULE_FILE).exists() {
@@ -255,6 +253,12 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
             Ok(2)
         }
     }
+}
+
+/// Says on stderr that the replay was valid and how the program ended.
+fn report_valid(end: &End, events: u64) {
+    let was = if matches!(end, End::Killed { .. }) { "was " } else { "" };
+    eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
 }
 
 /// Autopilot as a client of the interactive session: replays to the

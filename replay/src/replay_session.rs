@@ -277,7 +277,7 @@ impl<'a> ReplaySession<'a> {
         let tid = self.live.current();
         let stop = match halt {
             Halt::Breakpoint => {
-                let pc = self.live.registers(tid).map_or(0, |(r, _)| r.rip);
+                let pc = self.live.pc(tid).unwrap_or(0);
                 Stop::Breakpoint { tid, pc }
             }
             Halt::Watch(slot) => watch_hit(&self.live, tid, slot, &mut self.values),
@@ -408,19 +408,37 @@ impl<'a> ReplaySession<'a> {
                 })
             }
             Leg::Steps(m) => {
-                let step = Some(self.live.thread_index(self.mark.tid).ok_or_else(|| anyhow!("no thread {}", self.mark.tid))?);
-                let bare = TrapSet { breakpoints: Vec::new(), watchpoints: self.watchpoints.iter().collect() };
-                self.with_traps(&bare, |s| {
-                    for _ in 0..*m {
-                        let halt = s.run(&Goal { step, traps: true, ..Goal::default() })?;
-                        if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || s.mark.point != point {
-                            bail!("a position in segment {point} is not reached again ({halt:?})");
-                        }
-                    }
-                    Ok(())
-                })
+                let watches: Vec<Watchpoint> = self.watchpoints.iter().collect();
+                self.walk_steps(self.mark.tid, point, *m, &watches, |_, _, _| {})
             }
         }
+    }
+
+    /// Single-steps thread `tid` `m` times within segment `point`, with
+    /// no breakpoint set (a step must execute an instruction, not an int3)
+    /// and `watches` set; `each` sees every step's number (from 1) and
+    /// halt (a watchpoint hit is a step too). Errors: a step leaves the
+    /// segment (the position is not reached again).
+    pub(crate) fn walk_steps(
+        &mut self,
+        tid: Tid,
+        point: u64,
+        m: u64,
+        watches: &[Watchpoint],
+        mut each: impl FnMut(&mut Self, u64, &Halt),
+    ) -> Result<()> {
+        let step = Some(self.live.thread_index(tid).ok_or_else(|| anyhow!("no thread {tid}"))?);
+        let set = TrapSet { breakpoints: Vec::new(), watchpoints: watches.to_vec() };
+        self.with_traps(&set, |s| {
+            for j in 1..=m {
+                let halt = s.run(&Goal { step, traps: true, ..Goal::default() })?;
+                if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || s.mark.point != point {
+                    bail!("a position in segment {point} is not reached again ({halt:?})");
+                }
+                each(s, j, &halt);
+            }
+            Ok(())
+        })
     }
 
     /// Runs `f` with the live process's traps set to `set`, then puts the

@@ -146,25 +146,14 @@ impl ReplaySession<'_> {
                     Ok(())
                 })
             }
-            Leg::Steps(m) => {
-                let step = Some(self.live.thread_index(prefix.tid).ok_or_else(|| anyhow!("no thread {}", prefix.tid))?);
-                let watches = TrapSet { breakpoints: Vec::new(), watchpoints: set.watchpoints.clone() };
-                self.with_traps(&watches, |me| {
-                    for j in 1..=*m {
-                        let halt = me.run(&Goal { step, traps: true, ..Goal::default() })?;
-                        if !matches!(halt, Halt::Stepped(true) | Halt::Watch(_)) || me.mark.point != point {
-                            bail!("a position in segment {point} is not reached again ({halt:?})");
-                        }
-                        if matches!(halt, Halt::Watch(_)) {
-                            let mut mark = prefix.clone();
-                            mark.push(Leg::Steps(j));
-                            let stop = me.hit_stop(&halt, values);
-                            hits.push(Hit { mark, stop });
-                        }
-                    }
-                    Ok(())
-                })
-            }
+            Leg::Steps(m) => self.walk_steps(prefix.tid, point, *m, &set.watchpoints, |me, j, halt| {
+                if matches!(halt, Halt::Watch(_)) {
+                    let mut mark = prefix.clone();
+                    mark.push(Leg::Steps(j));
+                    let stop = me.hit_stop(halt, values);
+                    hits.push(Hit { mark, stop });
+                }
+            }),
         }
     }
 
@@ -172,7 +161,7 @@ impl ReplaySession<'_> {
     fn classify(&self, halt: &Halt, own: &TrapSet, set: &TrapSet) -> Result<(bool, bool)> {
         Ok(match halt {
             Halt::Breakpoint => {
-                let pc = self.registers(self.live.current())?.regs.rip;
+                let pc = self.live.pc(self.live.current())?;
                 (own.breakpoints.contains(&pc), set.breakpoints.contains(&pc))
             }
             Halt::Watch(slot) => {
@@ -189,7 +178,7 @@ impl ReplaySession<'_> {
         let tid = self.live.current();
         match halt {
             Halt::Watch(slot) => watch_hit(&self.live, tid, *slot, values),
-            _ => Stop::Breakpoint { tid, pc: self.registers(tid).map_or(0, |r| r.regs.rip) },
+            _ => Stop::Breakpoint { tid, pc: self.live.pc(tid).unwrap_or(0) },
         }
     }
 
@@ -270,7 +259,7 @@ impl ReplaySession<'_> {
     /// which it executed an instruction, before that instruction's
     /// successor: single steps through that segment.
     fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
-        let pc_now = self.registers(tid)?.regs.rip;
+        let pc_now = self.live.pc(tid)?;
         let mut hi = now.clone();
         loop {
             let from = self.timeline.latest_before(&hi, false);
@@ -304,7 +293,7 @@ impl ReplaySession<'_> {
     fn last_instruction(&mut self, start: &Mark, pc_now: u64, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         self.seek(start)?;
         let step = Some(self.live.thread_index(start.tid).ok_or_else(|| anyhow!("no thread {}", start.tid))?);
-        let mut pcs = vec![self.registers(start.tid)?.regs.rip];
+        let mut pcs = vec![self.live.pc(start.tid)?];
         let bare = TrapSet::default();
         self.with_traps(&bare, |me| {
             loop {
@@ -312,7 +301,7 @@ impl ReplaySession<'_> {
                 if me.mark.point != start.point || !matches!(halt, Halt::Stepped(true)) {
                     return Ok(());
                 }
-                pcs.push(me.registers(start.tid)?.regs.rip);
+                pcs.push(me.live.pc(start.tid)?);
                 if pcs.len() as u64 % POLL_STEPS == 0 {
                     poll(interrupt)?;
                 }

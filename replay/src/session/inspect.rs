@@ -50,6 +50,12 @@ impl Session<'_> {
         Ok(&self.state.threads[i])
     }
 
+    /// Thread `rec`'s pc at its current stop (no ptrace call: the engine
+    /// keeps every stopped thread's registers). Errors: no such live thread.
+    pub(crate) fn pc(&self, rec: Tid) -> Result<u64> {
+        Ok(self.live(rec)?.regs.rip)
+    }
+
     /// Thread `rec`'s general and x87/SSE registers. Errors: no such live
     /// thread, ptrace.
     pub(crate) fn registers(&self, rec: Tid) -> Result<(libc::user_regs_struct, libc::user_fpregs_struct)> {
