@@ -49,6 +49,11 @@ fn event_json(index: usize, e: &Event) -> Value {
             o.insert("tsc".into(), json!(tsc));
             o.insert("aux".into(), json!(aux));
         }
+        EventKind::Exec(x) => {
+            o.insert("kind".into(), json!("exec"));
+            o.insert("argv".into(), json!(x.argv.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()));
+            o.insert("exe".into(), json!(x.files.first().map(|f| String::from_utf8_lossy(&f.path))));
+        }
         EventKind::End(end) => {
             o.insert("kind".into(), json!("end"));
             o.insert("end".into(), json!(end.to_string()));
@@ -82,6 +87,13 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
         let argv: Vec<_> = trace.meta.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
         writeln!(out, "trace {}: {} (pid {}), {} events", dir.display(), argv.join(" "), trace.meta.pid, trace.events.len())?;
         writeln!(out, "recorded on {}", trace.meta.cpu)?;
+        let procs = weft_record::tree::processes(&trace);
+        if procs.len() > 1 {
+            writeln!(out, "process tree:")?;
+            for line in weft_record::tree::ps_lines(&procs) {
+                writeln!(out, "  {line}")?;
+            }
+        }
         for (i, e) in trace.events.iter().enumerate() {
             writeln!(out, "{}", dump_line(i, e))?;
         }
@@ -91,6 +103,17 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
         Some(d) => Err(d.into()),
         None => Ok(()),
     }
+}
+
+/// `weft ps`: the processes of the trace at `dir`, as `rr ps` lists them.
+pub fn ps(dir: &Path) -> Result<()> {
+    let trace = Trace::open(dir)?;
+    let mut out = std::io::stdout().lock();
+    for line in weft_record::tree::ps_lines(&weft_record::tree::processes(&trace)) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// Lists the recorded traces, one line each: directory, events, command.

@@ -86,6 +86,12 @@ enum Command {
     },
     /// List recorded traces.
     Ls,
+    /// List the processes of a trace: pid, parent, exit status, command
+    /// (as `rr ps`).
+    Ps {
+        /// The trace directory (default: the latest).
+        trace: Option<PathBuf>,
+    },
 }
 
 fn main() {
@@ -151,6 +157,10 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Ls => {
             dump::ls()?;
+            Ok(0)
+        }
+        Command::Ps { trace } => {
+            dump::ps(&dirs::resolve_trace(trace.as_deref())?)?;
             Ok(0)
         }
     }

@@ -65,9 +65,11 @@ pub struct Event {
 pub enum EventKind {
     /// A logged syscall, with its result and effects.
     Syscall(Syscall),
-    /// A thread spawned another with clone/clone3 (seed 000's SPAWN).
+    /// A thread spawned another with clone/clone3 (seed 000's SPAWN), or a
+    /// process with fork, vfork or clone without CLONE_THREAD
+    /// ([`is_new_process`]).
     Spawn {
-        /// The new thread's recorded tid.
+        /// The new thread's recorded tid (a new process's pid).
         child: Tid,
         /// The clone flags.
         flags: u64,
@@ -83,8 +85,31 @@ pub enum EventKind {
         /// Length of the instruction in bytes (2 or 3).
         len: u8,
     },
+    /// A process of the tree replaced its image with execve (the call
+    /// succeeded; a failed execve is a [`EventKind::Syscall`]).
+    Exec(Exec),
     /// The program ended. Always the last event of a complete trace.
     End(End),
+}
+
+/// A successful execve in a recorded process: what the kernel loaded, so a
+/// replay can check it loads the same and give it the same auxv.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Exec {
+    /// The new program's argv (`/proc/PID/cmdline` at the exec stop).
+    pub argv: Vec<Vec<u8>>,
+    /// The files the kernel mapped: the executable first, then the dynamic
+    /// loader, with the trace's copies.
+    pub files: Vec<MappedFile>,
+    /// The 16 bytes at `AT_RANDOM` in the new image.
+    pub at_random: [u8; 16],
+}
+
+/// Whether clone `flags` (clone(2)) make a new process rather than a
+/// thread of the caller's: no CLONE_THREAD (fork, vfork, and clone
+/// without it).
+pub fn is_new_process(flags: u64) -> bool {
+    flags & libc::CLONE_THREAD as u64 == 0
 }
 
 /// A logged syscall.
@@ -261,7 +286,13 @@ impl std::fmt::Display for Event {
         write!(f, "tid {:<7} @{:#014x}  ", self.tid, self.label)?;
         match &self.kind {
             EventKind::Syscall(s) => write!(f, "{s}"),
+            EventKind::Spawn { child, flags } if is_new_process(*flags) => write!(f, "fork process {child} (flags {flags:#x})"),
             EventKind::Spawn { child, flags } => write!(f, "spawn thread {child} (flags {flags:#x})"),
+            EventKind::Exec(x) => {
+                let argv: Vec<_> = x.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
+                let exe = x.files.first().map(|f| String::from_utf8_lossy(&f.path)).unwrap_or_default();
+                write!(f, "exec {exe} {argv:?}")
+            }
             EventKind::Signal(s) => {
                 write!(f, "signal {} code {} addr {:#x}", signal_name(s.signo), s.code, s.addr)?;
                 match &s.interrupted {

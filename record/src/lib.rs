@@ -17,6 +17,7 @@ pub mod recorder;
 pub mod syscalls;
 pub mod trace;
 pub mod tracee;
+pub mod tree;
 
 pub use event::{End, Event, EventKind, Meta, Tid};
 pub use recorder::{record, RecordOptions, Recording};

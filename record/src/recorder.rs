@@ -6,11 +6,17 @@
 //!
 //! The global order is the order in which the tracer observes events. An
 //! input syscall is logged when it completes; a spawn is logged at the
-//! PTRACE_EVENT_CLONE stop, before the new thread may run, so that every
-//! thread's first event follows its spawn.
+//! PTRACE_EVENT_CLONE (FORK, VFORK) stop, before the new thread may run, so
+//! that every thread's first event follows its spawn.
+//!
+//! Whole process trees are recorded (DESIGN.md, "Process trees"): every
+//! fork, vfork and non-thread clone is followed, each process has its own
+//! memory, and each successful execve is an exec event with the new
+//! image's files and AT_RANDOM. The recording ends when the last process
+//! of the tree has; its end event is the first process's status.
 
 use crate::cpu::Cpu;
-use crate::event::{Contents, End, Event, EventKind, FileSlice, Interrupted, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, Interrupted, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
@@ -122,22 +128,27 @@ struct Delivery {
 /// The recorder's state for one session.
 struct Recorder {
     trace: TraceWriter,
-    mem: Memory,
-    leader: Pid,
+    /// The memory of each live process of the tree, by pid.
+    mems: HashMap<Pid, Memory>,
+    /// The process of each live thread (its thread-group id).
+    tgids: HashMap<Pid, Pid>,
+    /// The first process: its end is the recording's.
+    root: Pid,
     /// Threads of the program and the syscall each is in, if any.
     threads: HashMap<Pid, Option<Entry>>,
     /// New threads whose spawn is logged but whose first stop is not seen.
     spawned: HashSet<Pid>,
     /// New threads stopped before their spawn was logged: held until it is.
     early: HashSet<Pid>,
-    /// Forked child processes: not recorded, run without logging.
-    foreign: HashSet<Pid>,
-    deliveries: HashMap<i32, Delivery>,
-    /// Output syscalls in flight, by fd: at most one per fd, so that the
-    /// log orders writes to one file as the kernel performed them.
-    writing: HashMap<u64, Pid>,
+    /// The last delivery of each signal, by process and signal number.
+    deliveries: HashMap<(Pid, i32), Delivery>,
+    /// Output syscalls in flight, by process and fd: at most one per fd,
+    /// so that the log orders writes to one file as the kernel performed
+    /// them. Keyed by process too, since fds are per process and a reader
+    /// at the other end of a pipe may be the writer's own parent.
+    writing: HashMap<(Pid, u64), Pid>,
     /// Output syscalls held at entry until their fd is free, oldest first.
-    held: Vec<(u64, Pid)>,
+    held: Vec<((Pid, u64), Pid)>,
     warned: HashSet<i64>,
     events: u64,
     end: Option<End>,
@@ -203,12 +214,12 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
     trace.write_meta(&meta)?;
     let mut rec = Recorder {
         trace,
-        mem,
-        leader: pid,
+        mems: HashMap::from([(pid, mem)]),
+        tgids: HashMap::from([(pid, pid)]),
+        root: pid,
         threads: HashMap::from([(pid, None)]),
         spawned: HashSet::new(),
         early: HashSet::new(),
-        foreign: HashSet::new(),
         deliveries: HashMap::new(),
         writing: HashMap::new(),
         held: Vec::new(),
@@ -240,38 +251,26 @@ impl Recorder {
 
     fn handle(&mut self, status: WaitStatus) -> Result<()> {
         match status {
-            WaitStatus::PtraceEvent(pid, _, _) if self.foreign.contains(&pid) => resume(pid, None),
             WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_SECCOMP) => self.on_seccomp(pid),
             WaitStatus::PtraceSyscall(pid) => self.on_syscall_exit(pid),
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_CLONE) => self.on_clone(pid),
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
-                let child = Pid::from_raw(ptrace::getevent(pid)? as i32);
-                self.warn_once(libc::SYS_fork, "the program forked a child process; weft records threads only, the child runs unrecorded");
-                self.foreign.insert(child);
-                if self.early.remove(&child) {
-                    resume(child, None)?;
-                }
-                resume(pid, None)
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
+                self.on_spawn(pid)
             }
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_EXEC) => {
-                self.warn_once(libc::SYS_execve, "the program called execve; its new image is not recorded");
-                self.mem = Memory::open(pid)?;
-                resume(pid, None)
-            }
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_EXEC) => self.on_exec(pid),
             WaitStatus::PtraceEvent(pid, _, _) => resume(pid, None),
             WaitStatus::Stopped(pid, sig) => self.on_signal(pid, sig),
             WaitStatus::Exited(pid, code) => {
-                self.threads.remove(&pid);
-                if pid == self.leader {
+                self.gone(pid);
+                if pid == self.root {
                     self.end = Some(End::Exited(code));
                 }
                 Ok(())
             }
             WaitStatus::Signaled(pid, sig, _) => {
-                self.threads.remove(&pid);
-                if pid == self.leader {
+                self.gone(pid);
+                if pid == self.root {
                     let signo = sig as i32;
-                    let d = self.deliveries.remove(&signo);
+                    let d = self.deliveries.remove(&(pid, signo));
                     self.end = Some(End::Killed {
                         signo,
                         tid: d.as_ref().map_or(pid.as_raw(), |d| d.tid),
@@ -286,6 +285,19 @@ impl Recorder {
         }
     }
 
+    /// Thread `pid` is gone; a process's leader takes its memory along.
+    fn gone(&mut self, pid: Pid) {
+        self.threads.remove(&pid);
+        self.tgids.remove(&pid);
+        self.mems.remove(&pid);
+    }
+
+    /// The memory of thread `pid`'s process.
+    fn mem(&self, pid: Pid) -> Result<&Memory> {
+        let tgid = self.tgids.get(&pid).copied().unwrap_or(pid);
+        self.mems.get(&tgid).ok_or_else(|| anyhow!("thread {pid} belongs to no recorded process"))
+    }
+
     fn on_seccomp(&mut self, pid: Pid) -> Result<()> {
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
         let nr = regs.orig_rax as i64;
@@ -298,10 +310,10 @@ impl Recorder {
                 resume(pid, None)
             }
             class => {
-                let path = syscalls::path_arg(nr).and_then(|i| self.mem.read_cstr(args[i]).ok());
+                let path = syscalls::path_arg(nr).and_then(|i| self.mem(pid).ok()?.read_cstr(args[i]).ok());
                 self.threads.insert(pid, Some(Entry { nr, args, label, path }));
                 if class == Class::Output {
-                    let fd = args[0];
+                    let fd = (self.tgids.get(&pid).copied().unwrap_or(pid), args[0]);
                     if self.writing.contains_key(&fd) {
                         self.held.push((fd, pid));
                         return Ok(());
@@ -313,8 +325,9 @@ impl Recorder {
         }
     }
 
-    /// An output syscall on `fd` finished: let the next held one go.
-    fn release_fd(&mut self, fd: u64) -> Result<()> {
+    /// An output syscall on `fd` (of a process) finished: let the next
+    /// held one go.
+    fn release_fd(&mut self, fd: (Pid, u64)) -> Result<()> {
         self.writing.remove(&fd);
         if let Some(k) = self.held.iter().position(|&(f, _)| f == fd) {
             let (_, pid) = self.held.remove(k);
@@ -329,7 +342,7 @@ impl Recorder {
             return resume(pid, None);
         };
         if syscalls::class(entry.nr) == Class::Output {
-            self.release_fd(entry.args[0])?;
+            self.release_fd((self.tgids.get(&pid).copied().unwrap_or(pid), entry.args[0]))?;
         }
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
         let result = regs.rax as i64;
@@ -351,13 +364,19 @@ impl Recorder {
     fn complete(&mut self, pid: Pid, e: &Entry, result: i64) -> Result<Syscall> {
         let mut s = Syscall::bare(e.nr, e.args, result);
         s.path = e.path.clone();
-        let mem = &self.mem;
+        if e.nr == libc::SYS_fchdir && result == 0 {
+            // Where it went: a replay's descriptor is emulated, so it
+            // changes to this directory by path (emulate.rs, change_dir).
+            s.path = std::fs::read_link(format!("/proc/{pid}/cwd")).ok().map(|p| p.into_os_string().into_vec());
+        }
+        let mem = self.mem(pid)?;
         let mut read_u64 = |a: u64| mem.read_u64(a).ok();
         match syscalls::class(e.nr) {
             Class::Input => {
-                for (addr, len) in syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64) {
+                let ranges = syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64);
+                for (addr, len) in ranges {
                     // An unreadable range is kept, empty, to keep the order.
-                    let bytes = self.mem.read(addr, len as usize).unwrap_or_default();
+                    let bytes = self.mem(pid)?.read(addr, len as usize).unwrap_or_default();
                     let data = match self.file_slice(pid, e, &bytes) {
                         Some(slice) => Contents::File(slice),
                         None => Contents::Bytes(bytes),
@@ -413,11 +432,19 @@ impl Recorder {
         Ok(self.trace.copy_file(&link)?)
     }
 
-    fn on_clone(&mut self, pid: Pid) -> Result<()> {
+    /// A PTRACE_EVENT_CLONE, FORK or VFORK stop: logs the spawn of a
+    /// thread or a process, before the child may run.
+    fn on_spawn(&mut self, pid: Pid) -> Result<()> {
         let child = Pid::from_raw(ptrace::getevent(pid)? as i32);
         let regs = ptrace::getregs(pid)?;
-        let flags = tracee::clone_flags(&self.mem, &regs);
+        let flags = tracee::clone_flags(self.mem(pid)?, &regs);
         self.log(pid.as_raw(), regs.rip, EventKind::Spawn { child: child.as_raw(), flags })?;
+        if event::is_new_process(flags) {
+            self.mems.insert(child, Memory::open(child)?);
+            self.tgids.insert(child, child);
+        } else {
+            self.tgids.insert(child, self.tgids.get(&pid).copied().unwrap_or(pid));
+        }
         self.threads.insert(child, None);
         if self.early.remove(&child) {
             resume(child, None)?;
@@ -427,23 +454,51 @@ impl Recorder {
         resume(pid, None)
     }
 
+    /// A PTRACE_EVENT_EXEC stop: thread `pid` (the process's pid from now
+    /// on) runs a new image. Hides its vDSO, copies its files, and logs the
+    /// exec with its AT_RANDOM bytes.
+    fn on_exec(&mut self, pid: Pid) -> Result<()> {
+        let former = Pid::from_raw(ptrace::getevent(pid)? as i32);
+        let label = self.threads.get_mut(&former).and_then(Option::take).map_or(0, |e| e.label);
+        if former != pid {
+            // A non-leader thread exec'd: it takes the leader's pid.
+            self.gone(former);
+            self.threads.insert(pid, None);
+        }
+        let mem = Memory::open(pid)?;
+        let regs = ptrace::getregs(pid)?;
+        let random = tracee::patch_auxv(&mem, regs.rsp)?;
+        let at_random = mem.read(random, 16)?.try_into().map_err(|_| anyhow!("AT_RANDOM"))?;
+        self.mems.insert(pid, mem);
+        self.tgids.insert(pid, pid);
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+        let mut files = vec![self.trace.copy_file(&exe)?];
+        for path in tracee::mapped_files(pid)? {
+            if Path::new(&path) != exe {
+                files.push(self.trace.copy_file(Path::new(&path))?);
+            }
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv = cmdline.split(|&b| b == 0).map(<[u8]>::to_vec).collect::<Vec<_>>();
+        let argv = argv[..argv.len().saturating_sub(1)].to_vec();
+        self.log(former.as_raw(), label, EventKind::Exec(Exec { argv, files, at_random }))?;
+        resume(pid, None)
+    }
+
     fn on_signal(&mut self, pid: Pid, sig: NixSignal) -> Result<()> {
         if sig == NixSignal::SIGSTOP {
             // A new thread's or child process's first stop.
             if self.spawned.remove(&pid) {
                 return resume(pid, None);
             }
-            if !self.threads.contains_key(&pid) && !self.foreign.contains(&pid) {
+            if !self.threads.contains_key(&pid) {
                 self.early.insert(pid);
                 return Ok(());
             }
         }
-        if self.foreign.contains(&pid) {
-            return resume(pid, Some(sig));
-        }
         let regs = ptrace::getregs(pid)?;
         if sig == NixSignal::SIGSEGV {
-            if let Some((len, is_rdtscp)) = tracee::rdtsc_at(&self.mem, regs.rip) {
+            if let Some((len, is_rdtscp)) = tracee::rdtsc_at(self.mem(pid)?, regs.rip) {
                 return self.emulate_rdtsc(pid, regs, len, is_rdtscp);
             }
         }
@@ -457,7 +512,7 @@ impl Recorder {
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
         let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
         self.deliveries.insert(
-            signo,
+            (self.tgids.get(&pid).copied().unwrap_or(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
         self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted }))?;

@@ -19,8 +19,9 @@ pub enum Class {
     Execute,
     /// Not logged; the replayer emulates it with its own wait queues.
     Futex,
-    /// clone/clone3: not trapped by the filter; the recorder logs the spawn
-    /// at PTRACE_EVENT_CLONE, and the replayer executes it as that event.
+    /// clone/clone3/fork/vfork: not trapped by the filter; the recorder
+    /// logs the spawn at PTRACE_EVENT_CLONE (FORK, VFORK), and the replayer
+    /// executes it as that event.
     Clone,
     /// Fails with ENOSYS when recording (a seccomp filter) and when
     /// replaying: rseq, whose restartable sequences glibc then does without
@@ -42,6 +43,10 @@ pub enum Class {
     /// A signal sent with kill/tkill/tgkill: the replayer executes it, with
     /// tids translated, when it targets the tracee itself.
     Kill,
+    /// execve/execveat: executed by the replayer. A successful call is
+    /// logged as an exec event at PTRACE_EVENT_EXEC (the new image's files
+    /// and AT_RANDOM), a failed one as a syscall with its result.
+    Exec,
     /// `exit`: a thread exit event.
     ThreadExit,
     /// `exit_group`: the program's exit event.
@@ -59,7 +64,8 @@ pub fn class(nr: i64) -> Class {
         | c::SYS_sched_yield | c::SYS_rt_sigprocmask | c::SYS_rt_sigaction
         | c::SYS_rt_sigreturn | c::SYS_sigaltstack | c::SYS_set_robust_list
         | c::SYS_get_robust_list | c::SYS_arch_prctl | c::SYS_membarrier => Class::Execute,
-        c::SYS_clone | c::SYS_clone3 => Class::Clone,
+        c::SYS_clone | c::SYS_clone3 | c::SYS_fork | c::SYS_vfork => Class::Clone,
+        c::SYS_execve | c::SYS_execveat => Class::Exec,
         c::SYS_rseq => Class::Refused,
         // Anonymous mmaps are executed; the seccomp filter only traps the
         // file-backed ones, so a logged mmap is always MmapFile.
@@ -113,7 +119,7 @@ fn is_known_input(nr: i64) -> bool {
             | c::SYS_getsockname | c::SYS_getpeername | c::SYS_getsockopt | c::SYS_socketpair
             | c::SYS_pipe | c::SYS_pipe2 | c::SYS_uname | c::SYS_sysinfo | c::SYS_times
             | c::SYS_getrusage | c::SYS_readlink | c::SYS_readlinkat | c::SYS_getcwd
-            | c::SYS_nanosleep | c::SYS_clock_nanosleep | c::SYS_wait4 | c::SYS_getresuid
+            | c::SYS_nanosleep | c::SYS_clock_nanosleep | c::SYS_wait4 | c::SYS_waitid | c::SYS_getresuid
             | c::SYS_getresgid | c::SYS_getgroups | c::SYS_sched_getaffinity
             | c::SYS_prlimit64 | c::SYS_getrlimit | c::SYS_getcpu | c::SYS_ioctl | c::SYS_fcntl
             | c::SYS_getitimer | c::SYS_prctl | c::SYS_rt_sigtimedwait
@@ -263,6 +269,11 @@ pub fn out_buffers(
         c::SYS_sysinfo => add(a[0], 112),
         c::SYS_times => add(a[0], 32),
         c::SYS_getrusage => add(a[1], 144),
+        // siginfo_t (128 bytes) and struct rusage (144 bytes): waitid(2).
+        c::SYS_waitid => {
+            add(a[2], 128);
+            add(a[4], 144);
+        }
         c::SYS_wait4 => {
             add(a[1], 4);
             add(a[3], 144);

@@ -341,12 +341,16 @@ pub fn rdtsc_at(mem: &Memory, pc: u64) -> Option<(u8, bool)> {
     }
 }
 
-/// The clone flags of the clone or clone3 call `regs` stopped in
-/// (clone3's `struct clone_args` starts with the flags).
+/// The clone(2) flags of the spawning syscall a thread is in (at its
+/// entry or its PTRACE_EVENT_CLONE/FORK/VFORK stop, `orig_rax` holds the
+/// number): fork(2) is `SIGCHLD`, vfork(2) `CLONE_VM | CLONE_VFORK |
+/// SIGCHLD` (what the kernel's own wrappers pass), clone the caller's
+/// flags, clone3 the first word of its `struct clone_args`.
 pub fn clone_flags(mem: &Memory, regs: &Regs) -> u64 {
-    if regs.orig_rax as i64 == libc::SYS_clone3 {
-        mem.read_u64(regs.rdi).unwrap_or(0)
-    } else {
-        regs.rdi
+    match regs.orig_rax as i64 {
+        libc::SYS_fork => libc::SIGCHLD as u64,
+        libc::SYS_vfork => (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64,
+        libc::SYS_clone3 => mem.read_u64(regs.rdi).unwrap_or(0),
+        _ => regs.rdi,
     }
 }

@@ -160,10 +160,30 @@ enum Observed {
     Rdtsc { pc: u64, len: u8, rdtscp: bool },
 }
 
+/// A process of the replayed tree (DESIGN.md, "Process trees"): the
+/// first one, and every one a recorded fork, vfork or non-thread clone
+/// made. Its threads run one at a time like all others.
+#[derive(Clone)]
+struct Proc {
+    /// Recorded pid.
+    rec: Tid,
+    /// Replay pid.
+    pid: Pid,
+    /// Its memory (shared by the snapshots taken while it lives).
+    mem: Arc<Memory>,
+    /// Its pthread synchronization points, and (in the first process) the
+    /// debugger's breakpoints.
+    sync: SyncPoints,
+    /// It has not ended.
+    live: bool,
+}
+
 #[derive(Clone)]
 struct Thread {
     /// Recorded tid.
     rec: Tid,
+    /// Its process, an index into [`State::procs`].
+    proc: usize,
     /// Replay tid.
     tid: Pid,
     at: At,
@@ -198,9 +218,10 @@ struct Thread {
 impl Thread {
     /// A thread that has just started (or the program's first), ready to
     /// run, with no alternate signal stack (clone(2) clears it).
-    fn new(rec: Tid, tid: Pid, regs: Regs, clear_child_tid: u64) -> Self {
+    fn new(rec: Tid, proc: usize, tid: Pid, regs: Regs, clear_child_tid: u64) -> Self {
         Thread {
             rec,
+            proc,
             tid,
             at: At::Ready,
             regs,
@@ -282,8 +303,6 @@ enum Advance {
 pub(crate) struct Session<'a> {
     trace: &'a Trace,
     opts: ReplayOptions,
-    pid: Pid,
-    mem: Memory,
     /// Each recorded thread's event indices, ascending.
     thread_events: Arc<HashMap<Tid, Vec<usize>>>,
     watchdog: Watchdog,
@@ -324,6 +343,10 @@ pub(crate) struct Session<'a> {
 /// changes as it runs, which a checkpoint keeps to resume it.
 #[derive(Clone)]
 struct State {
+    /// The processes of the tree, the first one first.
+    procs: Vec<Proc>,
+    /// How the first process ended, once it has while others live on.
+    root_end: Option<ProcessEnd>,
     threads: Vec<Thread>,
     by_rec: HashMap<Tid, usize>,
     /// Index of the next log event to match.
@@ -334,7 +357,6 @@ struct State {
     /// synchronized block.
     granted: Option<Grant>,
     futexes: Queues,
-    sync: SyncPoints,
     digest: Option<Digest>,
     warned: HashSet<i64>,
     /// The last signal delivered, to check a fatal end.
@@ -383,15 +405,17 @@ impl<'a> Session<'a> {
         let regs = ptrace::getregs(pid)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
-        let main = Thread::new(meta.pid, pid, regs, 0);
+        let main = Thread::new(meta.pid, 0, pid, regs, 0);
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), live: true };
         let state = State {
+            procs: vec![root],
+            root_end: None,
             threads: vec![main],
             by_rec: HashMap::from([(meta.pid, 0)]),
             pos: 0,
             sync_count: 0,
             granted: None,
             futexes: Queues::default(),
-            sync: SyncPoints::default(),
             digest: opts.digest.then(Digest::default),
             warned: HashSet::new(),
             last_delivery: None,
@@ -402,7 +426,7 @@ impl<'a> Session<'a> {
             mid_segment: false,
             stepping: None,
         };
-        Ok(Self::new(trace, opts, thread_events, checkpoints, pid, mem, state))
+        Ok(Self::new(trace, opts, thread_events, checkpoints, state))
     }
 
     /// A session over the process `pid` in `state`.
@@ -411,15 +435,11 @@ impl<'a> Session<'a> {
         opts: &ReplayOptions,
         thread_events: Arc<HashMap<Tid, Vec<usize>>>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
-        pid: Pid,
-        mem: Memory,
         state: State,
     ) -> Self {
         Session {
             trace,
             opts: opts.clone(),
-            pid,
-            mem,
             thread_events,
             watchdog: Watchdog::start(opts.livelock_timeout),
             checkpoints,
@@ -436,6 +456,16 @@ impl<'a> Session<'a> {
             ended: false,
             state,
         }
+    }
+
+    /// The memory of thread `i`'s process.
+    fn mem(&self, i: usize) -> &Memory {
+        &self.state.procs[self.state.threads[i].proc].mem
+    }
+
+    /// The first process: the one the debugger shows.
+    fn root(&self) -> &Proc {
+        &self.state.procs[0]
     }
 
     /// Runs the replay to its end and reports.

@@ -121,7 +121,7 @@ impl<'a> Session<'a> {
     /// Whether `sig` is pending for thread `i` or its process
     /// (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status, proc(5)).
     fn pending(&self, i: usize, sig: NixSignal) -> Result<bool> {
-        let path = format!("/proc/{}/task/{}/status", self.pid, self.state.threads[i].tid);
+        let path = format!("/proc/{}/task/{}/status", self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
         let status = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
         Ok(status.lines().any(|line| {
             let mask = line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:"));
@@ -192,9 +192,9 @@ impl<'a> Session<'a> {
 
     /// Sends `sig` to thread `i` (tgkill).
     fn send(&self, i: usize, sig: NixSignal) -> Result<()> {
-        let tid = self.state.threads[i].tid;
+        let (pid, tid) = (self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
         // SAFETY: tgkill takes three integers.
-        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, self.pid.as_raw(), tid.as_raw(), sig as i32) })
+        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, pid.as_raw(), tid.as_raw(), sig as i32) })
             .context("tgkill")?;
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! Every tracee thread sits in a ptrace stop except the one resumed here.
 
 use super::traps::Trapped;
-use super::{Advance, At, Entry, Halt, ProcessEnd, Session};
+use super::{Advance, At, Entry, Halt, ProcessEnd, Session, Step};
 use crate::checkpoint::AltStack;
 use crate::remote;
 use crate::sync_points::{Hit, Op, StepOver};
@@ -93,10 +93,13 @@ impl Session<'_> {
                     }
                     Trapped::No => return self.faulted(i, NixSignal::SIGTRAP),
                 },
+                // A child's exit in the replay: the recorded SIGCHLD, if
+                // any, is a logged event delivered in its place.
+                WaitStatus::Stopped(_, NixSignal::SIGCHLD) if from_kernel(tid) => {}
                 WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills
                 // the process (exits at scheduling points are handled there).
-                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => return self.ended(tid),
+                WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => return self.ended(i),
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
@@ -115,11 +118,15 @@ impl Session<'_> {
         (t.tid, sig)
     }
 
-    /// Resumed thread `tid` reported its exit or the process's: a signal
+    /// Resumed thread `i` reported its exit or its process's: a signal
     /// killed the process (exits at scheduling points are handled there).
-    pub(super) fn ended(&mut self, tid: Pid) -> Result<Advance> {
-        let _ = ptrace::cont(tid, None);
-        Ok(Advance::End(self.drain()?))
+    /// The replay ends with the tree's last process.
+    pub(super) fn ended(&mut self, i: usize) -> Result<Advance> {
+        let _ = ptrace::cont(self.state.threads[i].tid, None);
+        match self.process_ended(self.state.threads[i].proc)? {
+            Step::End(end) => Ok(Advance::End(end)),
+            _ => Ok(Advance::Point),
+        }
     }
 
     /// Thread `i` stopped for signal `sig`: a scheduling point.
@@ -136,7 +143,7 @@ impl Session<'_> {
         if regs.orig_rax as i64 != libc::SYS_sigaltstack || regs.rdi == 0 {
             return;
         }
-        let word = |k: u64| self.mem.read_u64(regs.rdi + 8 * k).ok();
+        let word = |k: u64| self.mem(i).read_u64(regs.rdi + 8 * k).ok();
         let (Some(sp), Some(flags), Some(size)) = (word(0), word(1), word(2)) else { return };
         let flags = flags as u32;
         let stack = (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
@@ -161,7 +168,8 @@ impl Session<'_> {
     pub(super) fn breakpoint(&mut self, i: usize) -> Result<bool> {
         let t = &mut self.state.threads[i];
         let mut regs = ptrace::getregs(t.tid)?;
-        let Some(hit) = self.state.sync.hit(&self.mem, i, &regs)? else { return Ok(false) };
+        let p = &mut self.state.procs[t.proc];
+        let Some(hit) = p.sync.hit(&p.mem, i, &regs)? else { return Ok(false) };
         let pc = regs.rip.wrapping_sub(1);
         regs.rip = pc;
         ptrace::setregs(t.tid, regs)?;
@@ -172,7 +180,7 @@ impl Session<'_> {
             Hit::Entered | Hit::Passing => At::Ready,
         };
         if self.state.sync_trace.wanted() && matches!(hit, Hit::Sync(Op::Acquire(_))) {
-            t.caller = self.mem.read_u64(regs.rsp).ok();
+            t.caller = p.mem.read_u64(regs.rsp).ok();
         }
         Ok(true)
     }
@@ -187,7 +195,7 @@ impl Session<'_> {
         if self.state.threads[i].taken.take() != Some(pc) {
             return Ok(Over::Nothing);
         }
-        let byte = match self.state.sync.step_over(pc) {
+        let byte = match self.state.procs[self.state.threads[i].proc].sync.step_over(pc) {
             None => return Ok(Over::Nothing),
             Some(StepOver::Skip(len)) => {
                 self.state.threads[i].regs.rip += len;
@@ -196,15 +204,16 @@ impl Session<'_> {
             }
             Some(StepOver::Step(byte)) => byte,
         };
-        let syscall = byte == remote::SYSCALL_INSN[0] && self.mem.read(pc + 1, 1).is_ok_and(|b| b[0] == remote::SYSCALL_INSN[1]);
-        self.mem.write(pc, &[byte])?;
+        let mem = self.mem(i);
+        let syscall = byte == remote::SYSCALL_INSN[0] && mem.read(pc + 1, 1).is_ok_and(|b| b[0] == remote::SYSCALL_INSN[1]);
+        mem.write(pc, &[byte])?;
         if syscall {
             ptrace::syscall(tid, None)?;
         } else {
             ptrace::step(tid, None)?;
         }
         let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
-        self.mem.write(pc, &[0xcc])?;
+        self.mem(i).write(pc, &[0xcc])?;
         match status {
             WaitStatus::PtraceSyscall(_) if syscall => Ok(Over::AtEntry(status)),
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) if !syscall => {
@@ -245,38 +254,103 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Lets every remaining thread die and returns how the process ended:
-    /// waits until the thread-group leader is reported (after all the
-    /// other threads), not until no child is left, since checkpoint
-    /// templates are weft's children too. Only this thread's tracees are
-    /// waited for (__WNOTHREAD): other replays may run in other threads.
+    /// Lets every remaining process of the tree die and returns how the
+    /// first one ended: waits until each live process's leader is reported
+    /// (after all its other threads), not until no child is left, since
+    /// checkpoint templates are weft's children too. Only this thread's
+    /// tracees are waited for (__WNOTHREAD): other replays may run in
+    /// other threads.
     pub(super) fn drain(&mut self) -> Result<ProcessEnd> {
-        let mut end = None;
-        while end.is_none() {
-            match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == self.pid => end = Some(ProcessEnd::Exited(code)),
-                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == self.pid => end = Some(ProcessEnd::Killed(sig as i32)),
-                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {}
-                Ok(status) => {
-                    if let Some(pid) = status.pid() {
-                        let _ = ptrace::cont(pid, None);
-                    }
-                }
-                Err(Errno::EINTR) => {}
+        let mut waiting: Vec<Pid> = self.state.procs.iter().filter(|p| p.live).map(|p| p.pid).collect();
+        let root = self.state.procs[0].pid;
+        let mut end = self.state.root_end;
+        while !waiting.is_empty() {
+            let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+                Ok(status) => status,
+                Err(Errno::EINTR) => continue,
                 Err(Errno::ECHILD) => break,
                 Err(e) => return Err(e.into()),
+            };
+            let reaped = match status {
+                WaitStatus::Exited(pid, code) => Some((pid, ProcessEnd::Exited(code))),
+                WaitStatus::Signaled(pid, sig, _) => Some((pid, ProcessEnd::Killed(sig as i32))),
+                other => {
+                    if let Some(pid) = other.pid() {
+                        let _ = ptrace::cont(pid, None);
+                    }
+                    None
+                }
+            };
+            if let Some((pid, how)) = reaped {
+                waiting.retain(|&p| p != pid);
+                if pid == root && self.state.procs[0].live {
+                    end = Some(how);
+                }
             }
         }
         for t in &mut self.state.threads {
             t.at = At::Exited;
         }
+        for p in &mut self.state.procs {
+            p.live = false;
+        }
         self.ended = true;
         end.ok_or_else(|| anyhow!("the replayed process vanished without an exit status"))
     }
 
-    /// Ends the replayed process after a failure.
+    /// Waits until every thread of process `p`, which is ending, has
+    /// exited, and returns how it ended; the first process's end is kept
+    /// for the replay's.
+    pub(super) fn reap(&mut self, p: usize) -> Result<ProcessEnd> {
+        let leader = self.state.procs[p].pid;
+        let mut tids: Vec<Pid> = self.state.threads.iter().filter(|t| t.proc == p && t.at != At::Exited && t.tid != leader).map(|t| t.tid).collect();
+        tids.push(leader);
+        let mut end = ProcessEnd::Killed(libc::SIGKILL);
+        for tid in tids {
+            loop {
+                match waitpid(tid, Some(WaitPidFlag::__WALL)) {
+                    Ok(WaitStatus::Exited(_, code)) => {
+                        end = ProcessEnd::Exited(code);
+                        break;
+                    }
+                    Ok(WaitStatus::Signaled(_, sig, _)) => {
+                        end = ProcessEnd::Killed(sig as i32);
+                        break;
+                    }
+                    Ok(_) => {
+                        let _ = ptrace::cont(tid, None);
+                    }
+                    Err(Errno::EINTR) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        for t in self.state.threads.iter_mut().filter(|t| t.proc == p) {
+            t.at = At::Exited;
+        }
+        self.state.procs[p].live = false;
+        if p == 0 {
+            self.state.root_end = Some(end);
+        }
+        Ok(end)
+    }
+
+    /// Sends SIGKILL to every live process of the tree.
+    pub(super) fn kill_all(&self) {
+        for p in self.state.procs.iter().filter(|p| p.live) {
+            let _ = nix::sys::signal::kill(p.pid, NixSignal::SIGKILL);
+        }
+    }
+
+    /// Ends the replayed tree after a failure.
     pub(super) fn kill(&mut self) {
-        let _ = nix::sys::signal::kill(self.pid, NixSignal::SIGKILL);
+        self.kill_all();
         let _ = self.drain();
     }
+}
+
+/// Whether the signal thread `tid` stopped for was raised by the kernel
+/// (`si_code` > 0: a CLD_* code for SIGCHLD), not sent by weft with tgkill.
+fn from_kernel(tid: Pid) -> bool {
+    tracee::siginfo_bytes(tid).is_ok_and(|b| i32::from_le_bytes([b[8], b[9], b[10], b[11]]) > 0)
 }

@@ -15,7 +15,7 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use weft_record::event::{End, Event, EventKind, MemWrite, Syscall};
+use weft_record::event::{self, End, Event, EventKind, Exec, MemWrite, Syscall};
 use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Memory};
 use weft_record::Tid;
@@ -71,23 +71,24 @@ impl Session<'_> {
         match (observed, &expected.kind) {
             (Observed::Syscall(e), EventKind::Spawn { flags, .. }) => {
                 let same = syscalls::class(e.nr) == Class::Clone
-                    && clone_flags(&self.mem, &self.state.threads[i].regs) == *flags;
+                    && clone_flags(self.mem(i), &self.state.threads[i].regs) == *flags;
                 (!same).then(describe)
             }
+            (Observed::Syscall(e), EventKind::Exec(_)) => (syscalls::class(e.nr) != Class::Exec).then(describe),
             (Observed::Syscall(e), EventKind::Syscall(s)) => {
                 if e.nr != s.nr || syscalls::key_args(e.nr).iter().any(|&k| e.args[k] != s.args[k]) {
                     return Some(describe());
                 }
                 if let Some(k) = syscalls::path_arg(e.nr) {
-                    let path = self.mem.read_cstr(e.args[k]).unwrap_or_default();
+                    let path = self.mem(i).read_cstr(e.args[k]).unwrap_or_default();
                     if Some(&path) != s.path.as_ref() {
                         return Some(format!("{} with path {:?}", describe(), String::from_utf8_lossy(&path)));
                     }
                 }
                 if let Some(want) = s.output_hash {
-                    let mut rd = |a: u64| self.mem.read_u64(a).ok();
+                    let mut rd = |a: u64| self.mem(i).read_u64(a).ok();
                     let ranges = syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd);
-                    if self.mem.hash_ranges(&ranges) != want {
+                    if self.mem(i).hash_ranges(&ranges) != want {
                         return Some(format!("{} writing different bytes", describe()));
                     }
                 }
@@ -133,10 +134,10 @@ impl Session<'_> {
         }
     }
 
-    /// Kills the replayed process as the recording ended (SIGKILL in
-    /// thread `rec`) and returns how it ended.
+    /// Kills the replayed tree as the recording ended (SIGKILL in thread
+    /// `rec`) and returns how its first process ended.
     pub(super) fn kill_as_recorded(&mut self, rec: Tid) -> Result<ProcessEnd> {
-        nix::sys::signal::kill(self.pid, NixSignal::SIGKILL)?;
+        self.kill_all();
         self.state.last_delivery = Some(Delivery { rec, pc: 0, exact: false });
         self.drain()
     }
@@ -149,6 +150,7 @@ impl Session<'_> {
                 Ok(Step::Stay)
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
+            (Observed::Syscall(e), EventKind::Exec(x)) => self.exec(i, e, x),
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
                 let t = &mut self.state.threads[i];
                 if !s.synchronous {
@@ -181,7 +183,8 @@ impl Session<'_> {
     /// Carries out a matched logged syscall, by class.
     pub(super) fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
         match syscalls::class(e.nr) {
-            Class::Input | Class::Unsupported => {
+            Class::Input if matches!(e.nr, libc::SYS_chdir | libc::SYS_fchdir) => self.change_dir(i, e, s)?,
+            Class::Input | Class::Unsupported | Class::Exec => {
                 if s.unsupported && self.state.warned.insert(e.nr) {
                     eprintln!(
                         "weft: warning: event {}: {} is unsupported; replaying its result only",
@@ -196,7 +199,7 @@ impl Session<'_> {
             }
             Class::Output => {
                 self.finish_syscall(i, s.result)?;
-                self.echo_output(e, s)?;
+                self.echo_output(i, e, s)?;
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
             Class::ExecuteLogged => {
@@ -206,14 +209,14 @@ impl Session<'_> {
             }
             Class::Kill => self.kill_syscall(i, e, s)?,
             Class::ThreadExit => return self.thread_exit(i),
-            Class::ExitGroup if self.interactive => {
+            Class::ExitGroup if self.interactive && self.state.procs.iter().filter(|p| p.live).count() == 1 => {
                 // The recorded end: the process stays, at its exit_group.
                 self.halt = Some(Halt::Exiting(e.args[0] as i32));
             }
             Class::ExitGroup => {
                 let tid = self.state.threads[i].tid;
                 ptrace::syscall(tid, None)?;
-                return Ok(Step::End(self.drain()?));
+                return self.process_ended(self.state.threads[i].proc);
             }
             Class::Futex => {
                 self.state.threads[i].woken = false;
@@ -230,7 +233,8 @@ impl Session<'_> {
     /// threads are placed in creation order), so ranges are recomputed from
     /// the replay's arguments and paired with the logged bytes by index.
     pub(super) fn write_out_buffers(&mut self, i: usize, e: &Entry, result: i64, writes: &[MemWrite]) -> Result<Option<Failure>> {
-        let mut rd = |a: u64| self.mem.read_u64(a).ok();
+        let mem = self.mem(i);
+        let mut rd = |a: u64| mem.read_u64(a).ok();
         let ranges = syscalls::out_buffers(e.nr, &e.args, result, &mut rd);
         if ranges.len() != writes.len() {
             return Ok(Some(Failure::Unmatched {
@@ -241,18 +245,19 @@ impl Session<'_> {
             }));
         }
         for ((addr, _), w) in ranges.iter().zip(writes) {
-            self.mem.write(*addr, &self.trace.contents(&w.data)?)?;
+            mem.write(*addr, &self.trace.contents(&w.data)?)?;
         }
         Ok(None)
     }
 
     /// The program's writes to stdout and stderr appear on ours.
-    pub(super) fn echo_output(&self, e: &Entry, s: &Syscall) -> Result<()> {
+    pub(super) fn echo_output(&self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
         if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
             return Ok(());
         }
-        let mut rd = |a: u64| self.mem.read_u64(a).ok();
-        let bytes = self.mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
+        let mem = self.mem(i);
+        let mut rd = |a: u64| mem.read_u64(a).ok();
+        let bytes = mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
         // A closed stdout (EPIPE) must not end the replay.
         let _ = if s.args[0] == 1 {
             std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush())
@@ -291,40 +296,41 @@ impl Session<'_> {
         let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
-        self.mem.write(addr, &data[start..end])?;
-        self.state.sync.remapped(&self.mem, addr, addr + e.args[1]);
+        let p = self.state.threads[i].proc;
+        let proc = &mut self.state.procs[p];
+        proc.mem.write(addr, &data[start..end])?;
+        proc.sync.remapped(&proc.mem, addr, addr + e.args[1]);
         let is_libc = Path::new(OsStr::from_bytes(&file.path))
             .file_name()
             .is_some_and(|n| n.as_bytes().starts_with(b"libc.so"));
-        if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !self.state.sync.installed() {
-            self.state.sync.install_libc(&self.mem, &path, addr, e.args[5])?;
+        if is_libc && e.args[2] & libc::PROT_EXEC as u64 != 0 && !proc.sync.installed() {
+            proc.sync.install_libc(&proc.mem, &path, addr, e.args[5])?;
         }
-        self.insert_pending_breakpoints();
+        if p == 0 {
+            self.insert_pending_breakpoints();
+        }
         Ok(Step::Stay)
     }
 
     /// kill/tkill/tgkill: executed, with recorded ids translated, when the
-    /// program signals itself; emulated otherwise.
+    /// program signals a process or thread of the recorded tree; emulated
+    /// otherwise (process groups, processes outside the tree).
     pub(super) fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
-        let own = |id: u64| id as i32 == self.trace.meta.pid || self.state.by_rec.contains_key(&(id as i32));
-        let target = match e.nr {
-            libc::SYS_tgkill if own(e.args[0]) => self.state.by_rec.get(&(e.args[1] as i32)).copied(),
-            libc::SYS_tkill => self.state.by_rec.get(&(e.args[0] as i32)).copied(),
-            libc::SYS_kill if e.args[0] as i32 == self.trace.meta.pid => Some(0),
+        let proc_of = |id: u64| self.state.procs.iter().find(|p| p.live && p.rec == id as i32).map(|p| p.pid);
+        let thread_of = |id: u64| self.state.by_rec.get(&(id as i32)).map(|&t| self.state.threads[t].tid);
+        let ids = match e.nr {
+            libc::SYS_tgkill => proc_of(e.args[0]).zip(thread_of(e.args[1])).map(|(p, t)| (p, Some(t))),
+            libc::SYS_tkill => thread_of(e.args[0]).map(|t| (t, None)),
+            libc::SYS_kill if e.args[0] as i32 > 0 => proc_of(e.args[0]).map(|p| (p, None)),
             _ => None,
         };
-        let Some(target) = target else {
+        let Some((first, second)) = ids else {
             return self.finish_syscall(i, s.result);
         };
-        let replay_tid = self.state.threads[target].tid.as_raw() as u64;
         let t = &mut self.state.threads[i];
-        match e.nr {
-            libc::SYS_tgkill => {
-                t.regs.rdi = self.pid.as_raw() as u64;
-                t.regs.rsi = replay_tid;
-            }
-            libc::SYS_tkill => t.regs.rdi = replay_tid,
-            _ => t.regs.rdi = self.pid.as_raw() as u64,
+        t.regs.rdi = first.as_raw() as u64;
+        if let Some(tid) = second {
+            t.regs.rsi = tid.as_raw() as u64;
         }
         ptrace::setregs(t.tid, t.regs)?;
         self.execute(i)?;
@@ -335,19 +341,117 @@ impl Session<'_> {
         self.set_result(i, s.result)
     }
 
+    /// chdir/fchdir: the replayed process moves to the directory the
+    /// recorded one did, for real, so that the kernel resolves the
+    /// relative paths of a later execve (and of the dynamic loader) as it
+    /// did. chdir runs as called; fchdir, whose descriptor is emulated, is
+    /// replaced by a chdir to the directory the recorder logged. The call
+    /// returns the recorded result either way.
+    pub(super) fn change_dir(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
+        if s.result < 0 || e.nr == libc::SYS_fchdir {
+            self.finish_syscall(i, s.result)?;
+            if let Some(dir) = s.path.as_ref().filter(|_| s.result == 0) {
+                self.remote_chdir(i, dir)?;
+            }
+            return Ok(());
+        }
+        self.execute(i)?;
+        self.set_result(i, s.result)
+    }
+
+    /// Makes thread `i` (at a syscall-exit stop) chdir to `dir`, with the
+    /// path written below its stack's red zone and put back after.
+    fn remote_chdir(&mut self, i: usize, dir: &[u8]) -> Result<()> {
+        let Some(insn) = self.state.syscall_insn else { return Ok(()) };
+        let regs = self.state.threads[i].regs;
+        let mut path = dir.to_vec();
+        path.push(0);
+        let at = (regs.rsp - 128 - path.len() as u64) & !15;
+        let mem = self.mem(i);
+        let saved = mem.read(at, path.len())?;
+        mem.write(at, &path)?;
+        let done = crate::remote::syscall(self.state.threads[i].tid, &regs, insn, libc::SYS_chdir, &[at]);
+        self.mem(i).write(at, &saved)?;
+        done.map(|_| ())
+    }
+
+    /// A successful execve, logged as exec event `x`: runs it, gives the
+    /// new image the recorded AT_RANDOM and no vDSO (as the recorder did),
+    /// and checks that the kernel loaded the files the recording did.
+    pub(super) fn exec(&mut self, i: usize, e: &Entry, x: &Exec) -> Result<Step> {
+        let (tid, p) = (self.state.threads[i].tid, self.state.threads[i].proc);
+        if tid != self.state.procs[p].pid {
+            bail!("event {}: execve from a thread other than its process's first is not supported", self.state.pos - 1);
+        }
+        ptrace::syscall(tid, None)?;
+        loop {
+            match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+                WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => break,
+                WaitStatus::PtraceSyscall(_) => {
+                    let errno = -(ptrace::getregs(tid)?.rax as i64);
+                    return Ok(Step::Fail(Failure::Unmatched {
+                        at: self.position(i),
+                        label: e.label,
+                        expected: format!("exec of {}", String::from_utf8_lossy(&x.files[0].path)),
+                        observed: format!("execve failed in the replay: {}", nix::errno::Errno::from_raw(errno as i32)),
+                    }));
+                }
+                // The process's other threads die first.
+                WaitStatus::PtraceEvent(other, _, libc::PTRACE_EVENT_EXIT) => {
+                    let _ = ptrace::cont(other, None);
+                }
+                _ => {}
+            }
+        }
+        for t in self.state.threads.iter_mut().filter(|t| t.proc == p && t.tid != tid) {
+            t.at = At::Exited;
+        }
+        let mem = Memory::open(tid)?;
+        let regs = ptrace::getregs(tid)?;
+        let random = tracee::patch_auxv(&mem, regs.rsp)?;
+        mem.write(random, &x.at_random)?;
+        if let Some(changed) = self.changed_file(tid, x) {
+            bail!("{changed} changed since the recording; weft cannot replay its exec at event {}", self.state.pos - 1);
+        }
+        let old = std::mem::take(&mut self.state.procs[p].sync);
+        self.state.procs[p].mem = std::sync::Arc::new(mem);
+        if p == 0 {
+            self.pending_breakpoints.extend(old.user());
+        }
+        let t = &mut self.state.threads[i];
+        t.regs = regs;
+        t.at = At::Ready;
+        t.clear_child_tid = 0;
+        t.altstack = None;
+        Ok(Step::Stay)
+    }
+
+    /// The first file of exec `x` (executable, dynamic loader) whose
+    /// contents, as process `pid` now maps them, differ from the trace's
+    /// copy, by path.
+    fn changed_file(&self, pid: Pid, x: &Exec) -> Option<String> {
+        let exe = std::fs::read(format!("/proc/{pid}/exe")).ok();
+        x.files.iter().enumerate().find_map(|(k, f)| {
+            let copy = std::fs::read(self.trace.file_path(&f.copy)).ok();
+            let now = if k == 0 { exe.clone() } else { std::fs::read(OsStr::from_bytes(&f.path)).ok() };
+            (copy.is_none() || copy != now).then(|| String::from_utf8_lossy(&f.path).into_owned())
+        })
+    }
+
     /// A thread's `exit`: clear its CLONE_CHILD_CLEARTID word and wake its
     /// joiners (the kernel's futex wake reaches no emulated waiter), then
-    /// let it go.
+    /// let it go. The last thread of a process ends the process.
     pub(super) fn thread_exit(&mut self, i: usize) -> Result<Step> {
         let ctid = self.state.threads[i].clear_child_tid;
         if ctid != 0 {
-            self.mem.write(ctid, &0u32.to_le_bytes())?;
-            for w in self.state.futexes.wake(ctid, u32::MAX, u32::MAX) {
+            self.mem(i).write(ctid, &0u32.to_le_bytes())?;
+            let key = self.futex_key(i, ctid);
+            for w in self.state.futexes.wake(key, u32::MAX, u32::MAX) {
                 self.release(w);
             }
         }
-        let tid = self.state.threads[i].tid;
-        if self.thread_halts {
+        let (tid, p) = (self.state.threads[i].tid, self.state.threads[i].proc);
+        if self.thread_halts && p == 0 {
             self.halt = Some(Halt::ThreadExited(self.state.threads[i].rec));
         }
         ptrace::syscall(tid, None)?;
@@ -359,50 +463,121 @@ impl Session<'_> {
             other => bail!("thread {tid} did not exit: {other:?}"),
         }
         self.state.threads[i].at = At::Exited;
-        if self.state.threads.iter().all(|t| t.at == At::Exited) {
-            return Ok(Step::End(self.drain()?));
+        if self.state.threads.iter().all(|t| t.proc != p || t.at == At::Exited) {
+            return self.process_ended(p);
         }
         Ok(Step::Switch(None))
     }
 
+    /// Process `p` is ending (an exit_group, its last thread's exit, a
+    /// fatal signal): reaps it. The replay ends with the last process;
+    /// until then the others go on.
+    pub(super) fn process_ended(&mut self, p: usize) -> Result<Step> {
+        let end = self.reap(p)?;
+        if self.state.procs.iter().any(|p| p.live) {
+            return Ok(Step::Switch(None));
+        }
+        self.ended = true;
+        Ok(Step::End(self.state.root_end.unwrap_or(end)))
+    }
+
     /// Executes a clone the log says spawned `rec_child`, and gives the
-    /// program the recorded tid everywhere the kernel put the new one.
+    /// program the recorded tid everywhere the kernel put the new one. A
+    /// new process (fork, vfork, clone without CLONE_THREAD) gets its own
+    /// entry in the tree; a vfork runs as a fork (see
+    /// [`Session::unshare_vm`]).
     pub(super) fn spawn(&mut self, i: usize, e: &Entry, rec_child: Tid) -> Result<()> {
-        let flags = clone_flags(&self.mem, &self.state.threads[i].regs) as i32;
-        let (ptid, ctid) = if e.nr == libc::SYS_clone3 {
-            (self.mem.read_u64(e.args[0] + 24)?, self.mem.read_u64(e.args[0] + 16)?)
-        } else {
-            (e.args[2], e.args[3])
+        let mem = self.mem(i);
+        let flags = clone_flags(mem, &self.state.threads[i].regs);
+        let (ptid, ctid) = match e.nr {
+            libc::SYS_clone3 => (mem.read_u64(e.args[0] + 24)?, mem.read_u64(e.args[0] + 16)?),
+            libc::SYS_clone => (e.args[2], e.args[3]),
+            _ => (0, 0),
         };
+        let process = event::is_new_process(flags);
+        if process {
+            self.unshare_vm(i, e, flags)?;
+        }
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         let child = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE) => Pid::from_raw(ptrace::getevent(tid)? as i32),
-            other => bail!("clone did not create a thread: {other:?}"),
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
+                Pid::from_raw(ptrace::getevent(tid)? as i32)
+            }
+            other => bail!("clone did not create a thread or process: {other:?}"),
         };
         self.execute(i)?;
+        if process && e.nr != libc::SYS_clone3 {
+            // The kernel keeps argument registers: the program's own flags.
+            self.state.threads[i].regs.rdi = e.args[0];
+        }
         self.set_result(i, rec_child as i64)?;
-        let rec = (rec_child as u32).to_le_bytes();
-        if flags & libc::CLONE_PARENT_SETTID != 0 {
-            self.mem.write(ptid, &rec)?;
-        }
-        if flags & libc::CLONE_CHILD_SETTID != 0 {
-            self.mem.write(ctid, &rec)?;
-        }
         match waitpid(child, Some(WaitPidFlag::__WALL))? {
             WaitStatus::Stopped(_, NixSignal::SIGSTOP) => {}
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
+        let parent = self.state.threads[i].proc;
+        let proc = if process { self.add_process(parent, rec_child, child)? } else { parent };
+        let flags = flags as i32;
+        let rec = (rec_child as u32).to_le_bytes();
+        if flags & libc::CLONE_PARENT_SETTID != 0 {
+            self.state.procs[parent].mem.write(ptid, &rec)?;
+        }
+        if flags & libc::CLONE_CHILD_SETTID != 0 {
+            self.state.procs[proc].mem.write(ctid, &rec)?;
+        }
         self.state.by_rec.insert(rec_child, self.state.threads.len());
         let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
-        self.state.threads.push(Thread::new(rec_child, child, ptrace::getregs(child)?, clear_child_tid));
-        if self.watchpoints.iter().next().is_some() {
+        self.state.threads.push(Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid));
+        if proc == 0 && self.watchpoints.iter().next().is_some() {
             self.watchpoints.apply(child)?;
         }
-        if self.thread_halts {
+        if self.thread_halts && proc == 0 {
             self.halt = Some(Halt::ThreadCreated { tid: rec_child, parent: self.state.threads[i].rec });
         }
         Ok(())
+    }
+
+    /// A new process of the tree, forked from process `parent`: a copy of
+    /// its memory, so of its synchronization points too.
+    fn add_process(&mut self, parent: usize, rec: Tid, pid: Pid) -> Result<usize> {
+        let sync = self.state.procs[parent].sync.clone();
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(Memory::open(pid)?), sync, live: true });
+        Ok(self.state.procs.len() - 1)
+    }
+
+    /// Thread `i`, at the entry of a vfork or of a clone with CLONE_VFORK,
+    /// is made to fork instead: the kernel would hold a vfork's parent in
+    /// the syscall until the child execs or exits, and a replay runs one
+    /// thread at a time, so the child could never run. The child gets a
+    /// copy of the parent's memory instead of sharing it, which a program
+    /// cannot tell apart as long as its child does what vfork(2) allows
+    /// (exec or _exit, having written nothing); posix_spawn's child, which
+    /// reports a failed exec through shared memory, is the exception.
+    fn unshare_vm(&mut self, i: usize, e: &Entry, flags: u64) -> Result<()> {
+        if flags & libc::CLONE_VFORK as u64 == 0 {
+            return Ok(());
+        }
+        let unshared = flags & !((libc::CLONE_VM | libc::CLONE_VFORK) as u64);
+        let t = &mut self.state.threads[i];
+        match e.nr {
+            libc::SYS_vfork => t.regs.orig_rax = libc::SYS_fork as u64,
+            libc::SYS_clone => t.regs.rdi = unshared,
+            _ => {
+                let mem = &self.state.procs[t.proc].mem;
+                mem.write(e.args[0], &unshared.to_le_bytes())?;
+            }
+        }
+        ptrace::setregs(t.tid, t.regs)
+            .map_err(Into::into)
+    }
+
+    /// The key of the futex word at `addr` of thread `i`'s process in the
+    /// emulated wait queues: the address, with the process's index in the
+    /// bits above user space (x86-64 user addresses have 47 bits), so that
+    /// equal addresses of two processes are two futexes.
+    pub(super) fn futex_key(&self, i: usize, addr: u64) -> u64 {
+        addr | (self.state.threads[i].proc as u64) << FUTEX_PROC_SHIFT
     }
 
     /// An emulated futex call; wakes and completed waits are *psync*
@@ -411,8 +586,9 @@ impl Session<'_> {
         if syscalls::is_logged_futex(&e.args) {
             return self.logged_futex_wait(i, e);
         }
-        let mut words = MemWords(&self.mem);
-        match self.state.futexes.call(i, &e.args, &mut words) {
+        let mem = self.state.procs[self.state.threads[i].proc].mem.clone();
+        let args = self.futex_args(i, &e.args);
+        match self.state.futexes.call(i, &args, &mut MemWords(&mem)) {
             futex::Action::Block(wait) => {
                 self.state.threads[i].at = At::Blocked(wait);
                 Ok(Step::Switch(None))
@@ -448,13 +624,25 @@ impl Session<'_> {
         });
         let must_change = recorded == Some(0) || recorded == Some(-libc::EAGAIN as i64);
         if must_change && !self.state.threads[i].woken {
-            let mut words = MemWords(&self.mem);
-            if let futex::Action::Block(wait) = self.state.futexes.call(i, &e.args, &mut words) {
+            let mem = self.state.procs[self.state.threads[i].proc].mem.clone();
+            let args = self.futex_args(i, &e.args);
+            if let futex::Action::Block(wait) = self.state.futexes.call(i, &args, &mut MemWords(&mem)) {
                 self.state.threads[i].at = At::Blocked(wait);
                 return Ok(Step::Switch(None));
             }
         }
         self.event_point(i, Observed::Syscall(e))
+    }
+
+    /// Futex call arguments with the words' addresses (uaddr, and uaddr2
+    /// for requeues and FUTEX_WAKE_OP) turned into [`Session::futex_key`]s.
+    fn futex_args(&self, i: usize, args: &[u64; 6]) -> [u64; 6] {
+        let mut a = *args;
+        a[0] = self.futex_key(i, a[0]);
+        if a[4] != 0 {
+            a[4] = self.futex_key(i, a[4]);
+        }
+        a
     }
 
     /// A wake released thread `w` from its futex wait.
@@ -470,15 +658,18 @@ impl Session<'_> {
     }
 }
 
-/// Futex words in tracee memory.
+/// Where [`Session::futex_key`] puts the process index.
+const FUTEX_PROC_SHIFT: u32 = 48;
+
+/// Futex words in one process's memory, addressed by futex key.
 struct MemWords<'a>(&'a Memory);
 
 impl futex::Words for MemWords<'_> {
-    fn read_u32(&mut self, addr: u64) -> Option<u32> {
-        let b = self.0.read(addr, 4).ok()?;
+    fn read_u32(&mut self, key: u64) -> Option<u32> {
+        let b = self.0.read(key & ((1 << FUTEX_PROC_SHIFT) - 1), 4).ok()?;
         Some(u32::from_le_bytes(b.try_into().ok()?))
     }
-    fn write_u32(&mut self, addr: u64, value: u32) -> Option<()> {
-        self.0.write(addr, &value.to_le_bytes()).ok()
+    fn write_u32(&mut self, key: u64, value: u32) -> Option<()> {
+        self.0.write(key & ((1 << FUTEX_PROC_SHIFT) - 1), &value.to_le_bytes()).ok()
     }
 }

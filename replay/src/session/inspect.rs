@@ -92,20 +92,20 @@ impl Session<'_> {
             let at = addr + done as u64;
             let page_end = ((at | 0xfff) + 1).min(addr + buf.len() as u64);
             let want = (page_end - at) as usize;
-            match self.mem.read(at, want) {
+            match self.root().mem.read(at, want) {
                 Ok(bytes) => buf[done..done + want].copy_from_slice(&bytes),
                 Err(_) => break,
             }
             done += want;
         }
-        self.state.sync.shadow(addr, &mut buf[..done]);
+        self.root().sync.shadow(addr, &mut buf[..done]);
         done
     }
 
     /// Writes `data` at `addr` (through /proc/PID/mem, as ptrace pokes
     /// would). Errors: unmapped.
     pub(crate) fn write_memory(&mut self, addr: u64, data: &[u8]) -> Result<()> {
-        self.mem.write(addr, data)
+        self.root().mem.write(addr, data)
     }
 
     /// The process's auxiliary vector. Errors: /proc unreadable.

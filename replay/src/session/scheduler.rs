@@ -205,7 +205,7 @@ impl Session<'_> {
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
             At::Fault(sig) => {
                 let pc = self.state.threads[i].regs.rip;
-                let observed = match tracee::rdtsc_at(&self.mem, pc) {
+                let observed = match tracee::rdtsc_at(self.mem(i), pc) {
                     Some((len, rdtscp)) if sig == NixSignal::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
                     _ => Observed::Signal(sig, pc),
                 };

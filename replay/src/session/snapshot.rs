@@ -64,9 +64,12 @@ impl<'a> Session<'a> {
                 t.tid = *tid;
             }
         }
+        // A snapshot holds one live process, the current thread's.
         let pid = state.threads[s.cur].tid;
-        let mem = weft_record::tracee::Memory::open(pid)?;
-        let mut session = Self::new(trace, opts, thread_events, checkpoints, pid, mem, state);
+        let p = &mut state.procs[state.threads[s.cur].proc];
+        p.pid = pid;
+        p.mem = Arc::new(weft_record::tracee::Memory::open(pid)?);
+        let mut session = Self::new(trace, opts, thread_events, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;
         session.pending = s.pending;
@@ -75,9 +78,13 @@ impl<'a> Session<'a> {
 
     /// A snapshot of this replay with thread `cur` about to handle
     /// `pending`; `None` when a thread is in a state a checkpoint cannot
-    /// rebuild (a signal stop), or when memory is shared writable (a fork
-    /// would not copy it).
+    /// rebuild (a signal stop), when memory is shared writable (a fork
+    /// would not copy it), or when more than one process of the tree
+    /// lives (a checkpoint is the fork of one process).
     fn snapshot(&self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<Snapshot>> {
+        if self.state.procs.iter().filter(|p| p.live).count() > 1 {
+            return Ok(None);
+        }
         // The leader may have exited; the current thread is alive.
         if checkpoint::has_shared_writable(self.state.threads[cur].tid) {
             return Ok(None);
@@ -108,7 +115,7 @@ impl<'a> Session<'a> {
     }
 
     fn fork_at(&mut self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<(Template, Snapshot)>> {
-        let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem.read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
+        let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem(cur).read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
             return Ok(None);
         };
         let Some(snapshot) = self.snapshot(cur, pending)? else { return Ok(None) };

@@ -20,13 +20,14 @@ impl Session<'_> {
     /// through the scheduling point that instruction is.
     pub(super) fn single_step(&mut self, i: usize) -> Result<Advance> {
         let pc = self.state.threads[i].regs.rip;
-        let taken = self.state.threads[i].taken == Some(pc) && self.state.sync.step_over(pc).is_some();
+        let sync = &self.state.procs[self.state.threads[i].proc].sync;
+        let taken = self.state.threads[i].taken == Some(pc) && sync.step_over(pc).is_some();
         if self.state.stepping.take() == Some(i) && !taken {
             return Ok(Advance::Halt(Halt::Stepped(false)));
         }
-        let mut code = self.mem.read(pc, 2).unwrap_or_default();
-        self.state.sync.shadow(pc, &mut code);
-        if code == remote::SYSCALL_INSN || (self.state.sync.is_sync(pc) && !taken) || taken {
+        let mut code = self.mem(i).read(pc, 2).unwrap_or_default();
+        sync.shadow(pc, &mut code);
+        if code == remote::SYSCALL_INSN || (sync.is_sync(pc) && !taken) || taken {
             // Ends at the syscall's exit, after the instruction under a
             // taken int3, or at the scheduling point either one is.
             self.state.stepping = Some(i);
@@ -53,7 +54,7 @@ impl Session<'_> {
                 self.state.stepping = Some(i);
                 self.faulted(i, sig)
             }
-            WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => self.ended(tid),
+            WaitStatus::PtraceEvent(..) | WaitStatus::Exited(..) | WaitStatus::Signaled(..) => self.ended(i),
             other => bail!("unexpected stop of thread {tid} in a single step: {other:?}"),
         }
     }

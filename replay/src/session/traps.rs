@@ -134,13 +134,15 @@ fn peek(tid: Pid, reg: usize) -> Result<u64> {
 impl Session<'_> {
     /// Sets a debugger breakpoint. Errors: `addr` is not mapped.
     pub(crate) fn add_breakpoint(&mut self, addr: u64) -> Result<()> {
-        self.state.sync.set_user(&self.mem, addr)
+        let root = &mut self.state.procs[0];
+        root.sync.set_user(&root.mem, addr)
     }
 
     /// Removes a debugger breakpoint (none there: nothing happens).
     pub(crate) fn remove_breakpoint(&mut self, addr: u64) -> Result<()> {
         self.pending_breakpoints.remove(&addr);
-        self.state.sync.clear_user(&self.mem, addr)
+        let root = &mut self.state.procs[0];
+        root.sync.clear_user(&root.mem, addr)
     }
 
     /// Makes the debugger breakpoints of this process `wanted`: a
@@ -148,13 +150,14 @@ impl Session<'_> {
     /// address is not mapped yet is set once a file mmap maps it.
     /// Errors: writing the int3s failed.
     pub(crate) fn set_breakpoints(&mut self, wanted: &std::collections::BTreeSet<u64>) -> Result<()> {
-        let set: Vec<u64> = self.state.sync.user().collect();
+        let root = &mut self.state.procs[0];
+        let set: Vec<u64> = root.sync.user().collect();
         for addr in set.into_iter().filter(|a| !wanted.contains(a)) {
-            self.state.sync.clear_user(&self.mem, addr)?;
+            root.sync.clear_user(&root.mem, addr)?;
         }
         self.pending_breakpoints.clear();
         for &addr in wanted {
-            if !self.state.sync.is_user(addr) && self.state.sync.set_user(&self.mem, addr).is_err() {
+            if !root.sync.is_user(addr) && root.sync.set_user(&root.mem, addr).is_err() {
                 self.pending_breakpoints.insert(addr);
             }
         }
@@ -163,9 +166,8 @@ impl Session<'_> {
 
     /// Sets the pending breakpoints whose address is mapped now.
     pub(super) fn insert_pending_breakpoints(&mut self) {
-        let mem = &self.mem;
-        let sync = &mut self.state.sync;
-        self.pending_breakpoints.retain(|&addr| sync.set_user(mem, addr).is_err());
+        let root = &mut self.state.procs[0];
+        self.pending_breakpoints.retain(|&addr| root.sync.set_user(&root.mem, addr).is_err());
     }
 
     /// Sets the watchpoints of every live thread to `w`. Errors: ptrace.
@@ -204,7 +206,8 @@ impl Session<'_> {
     /// the debugger's alone is stepped over. `report`: stop for it.
     pub(super) fn debugger_trap(&mut self, i: usize, report: bool, stepped_from: Option<u64>) -> Result<Trapped> {
         // Exploration's hot path (every pthread int3) sets none.
-        if self.watchpoints.iter().next().is_none() && self.state.sync.user().next().is_none() {
+        let sync = &self.state.procs[self.state.threads[i].proc].sync;
+        if self.watchpoints.iter().next().is_none() && sync.user().next().is_none() {
             return Ok(Trapped::No);
         }
         let tid = self.state.threads[i].tid;
@@ -214,15 +217,17 @@ impl Session<'_> {
         }
         let mut regs = nix::sys::ptrace::getregs(tid)?;
         let addr = regs.rip.wrapping_sub(1);
+        let sync = &self.state.procs[self.state.threads[i].proc].sync;
+        let (is_user, is_sync) = (sync.is_user(addr), sync.is_sync(addr));
         let t = &mut self.state.threads[i];
         let again = t.reported.take() == Some(addr);
-        if !self.state.sync.is_user(addr) || again || stepped_from.is_some_and(|pc| pc != addr) {
+        if !is_user || again || stepped_from.is_some_and(|pc| pc != addr) {
             return Ok(Trapped::No);
         }
         regs.rip = addr;
         nix::sys::ptrace::setregs(tid, regs)?;
         t.regs = regs;
-        if self.state.sync.is_sync(addr) {
+        if is_sync {
             t.reported = Some(addr);
         } else {
             t.taken = Some(addr);
