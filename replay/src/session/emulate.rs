@@ -313,11 +313,24 @@ impl Session<'_> {
     }
 
     /// kill/tkill/tgkill: executed, with recorded ids translated, when the
-    /// program signals a process or thread of the recorded tree; emulated
-    /// otherwise (process groups, processes outside the tree).
+    /// program signals its own process, or sends SIGKILL to another process
+    /// of the tree (which no delivery stop logs); emulated otherwise:
+    /// another process's recorded signal event delivers the signal where
+    /// the recording had it (process groups and processes outside the
+    /// tree are not signalled at all).
     pub(super) fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
-        let proc_of = |id: u64| self.state.procs.iter().find(|p| p.live && p.rec == id as i32).map(|p| p.pid);
-        let thread_of = |id: u64| self.state.by_rec.get(&(id as i32)).map(|&t| self.state.threads[t].tid);
+        let me = self.state.threads[i].proc;
+        let signo = e.args[match e.nr {
+            libc::SYS_tgkill => 2,
+            _ => 1,
+        }] as i32;
+        let reaches = |p: usize| p == me || signo == libc::SIGKILL;
+        let procs = &self.state.procs;
+        let proc_of = |id: u64| procs.iter().enumerate().find(|(k, p)| p.live && p.rec == id as i32 && reaches(*k)).map(|(_, p)| p.pid);
+        let thread_of = |id: u64| {
+            let t = &self.state.threads[*self.state.by_rec.get(&(id as i32))?];
+            reaches(t.proc).then_some(t.tid)
+        };
         let ids = match e.nr {
             libc::SYS_tgkill => proc_of(e.args[0]).zip(thread_of(e.args[1])).map(|(p, t)| (p, Some(t))),
             libc::SYS_tkill => thread_of(e.args[0]).map(|t| (t, None)),
@@ -458,6 +471,12 @@ impl Session<'_> {
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
                 let _ = ptrace::cont(tid, None);
+                // Reaped now: a process's leader is not reported before
+                // its other threads are. The leader itself is reaped with
+                // its process.
+                if tid != self.state.procs[p].pid {
+                    while !matches!(waitpid(tid, Some(WaitPidFlag::__WALL)), Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_)) {}
+                }
             }
             WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {}
             other => bail!("thread {tid} did not exit: {other:?}"),
