@@ -93,9 +93,6 @@ impl Session<'_> {
                     }
                     Trapped::No => return self.faulted(i, NixSignal::SIGTRAP),
                 },
-                // A child's exit in the replay: the recorded SIGCHLD, if
-                // any, is a logged event delivered in its place.
-                WaitStatus::Stopped(_, NixSignal::SIGCHLD) if from_kernel(tid) => {}
                 WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills
                 // the process (exits at scheduling points are handled there).
@@ -349,8 +346,3 @@ impl Session<'_> {
     }
 }
 
-/// Whether the signal thread `tid` stopped for was raised by the kernel
-/// (`si_code` > 0: a CLD_* code for SIGCHLD), not sent by weft with tgkill.
-fn from_kernel(tid: Pid) -> bool {
-    tracee::siginfo_bytes(tid).is_ok_and(|b| i32::from_le_bytes([b[8], b[9], b[10], b[11]]) > 0)
-}

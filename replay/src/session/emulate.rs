@@ -514,9 +514,7 @@ impl Session<'_> {
             _ => (0, 0),
         };
         let process = event::is_new_process(flags);
-        if process {
-            self.unshare_vm(i, e, flags)?;
-        }
+        let exit_signal = if process { self.quiet_spawn(i, e, flags)? } else { 0 };
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         let child = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
@@ -526,17 +524,18 @@ impl Session<'_> {
             other => bail!("clone did not create a thread or process: {other:?}"),
         };
         self.execute(i)?;
-        if process && e.nr != libc::SYS_clone3 {
-            // The kernel keeps argument registers: the program's own flags.
-            self.state.threads[i].regs.rdi = e.args[0];
-        }
-        self.set_result(i, rec_child as i64)?;
         match waitpid(child, Some(WaitPidFlag::__WALL))? {
             WaitStatus::Stopped(_, NixSignal::SIGSTOP) => {}
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
         let parent = self.state.threads[i].proc;
         let proc = if process { self.add_process(parent, rec_child, child)? } else { parent };
+        if process {
+            self.restore_spawn_args(tid, parent, e, flags, exit_signal)?;
+            self.restore_spawn_args(child, proc, e, flags, exit_signal)?;
+            self.state.threads[i].regs = ptrace::getregs(tid)?;
+        }
+        self.set_result(i, rec_child as i64)?;
         let flags = flags as i32;
         let rec = (rec_child as u32).to_le_bytes();
         if flags & libc::CLONE_PARENT_SETTID != 0 {
@@ -565,30 +564,58 @@ impl Session<'_> {
         Ok(self.state.procs.len() - 1)
     }
 
-    /// Thread `i`, at the entry of a vfork or of a clone with CLONE_VFORK,
-    /// is made to fork instead: the kernel would hold a vfork's parent in
-    /// the syscall until the child execs or exits, and a replay runs one
-    /// thread at a time, so the child could never run. The child gets a
-    /// copy of the parent's memory instead of sharing it, which a program
-    /// cannot tell apart as long as its child does what vfork(2) allows
-    /// (exec or _exit, having written nothing); posix_spawn's child, which
-    /// reports a failed exec through shared memory, is the exception.
-    fn unshare_vm(&mut self, i: usize, e: &Entry, flags: u64) -> Result<()> {
-        if flags & libc::CLONE_VFORK as u64 == 0 {
-            return Ok(());
-        }
-        let unshared = flags & !((libc::CLONE_VM | libc::CLONE_VFORK) as u64);
+    /// Thread `i`, at the entry of a syscall that makes a new process,
+    /// is made to make it quietly: a sibling of the caller
+    /// (CLONE_PARENT), so that the process weft replays has no real
+    /// children and gets no real SIGCHLD (the replay delivers the SIGCHLDs
+    /// the recording logged, where it logged them; a real one would arrive
+    /// whenever the replayed child happened to end, and stay pending in a
+    /// parent that blocks it), while wait4 and getppid are emulated
+    /// anyway; and a vfork as a fork, since the kernel would hold a vfork's
+    /// parent in the syscall until the child execs or exits, and a replay
+    /// runs one thread at a time. The child gets a copy of the parent's
+    /// memory instead of sharing it, which a program cannot tell apart as
+    /// long as its child does what vfork(2) allows (exec or _exit, having
+    /// written nothing); posix_spawn's child, which reports a failed exec
+    /// through shared memory, is the exception. Returns clone3's original
+    /// `exit_signal`, for [`Session::restore_spawn_args`], which undoes
+    /// the change in both processes.
+    fn quiet_spawn(&mut self, i: usize, e: &Entry, flags: u64) -> Result<u64> {
+        let vm = if flags & libc::CLONE_VFORK as u64 != 0 { (libc::CLONE_VM | libc::CLONE_VFORK) as u64 } else { 0 };
+        let quiet = flags & !(vm | CSIGNAL) | libc::CLONE_PARENT as u64;
         let t = &mut self.state.threads[i];
         match e.nr {
-            libc::SYS_vfork => t.regs.orig_rax = libc::SYS_fork as u64,
-            libc::SYS_clone => t.regs.rdi = unshared,
-            _ => {
+            libc::SYS_clone3 => {
                 let mem = &self.state.procs[t.proc].mem;
-                mem.write(e.args[0], &unshared.to_le_bytes())?;
+                let exit_signal = mem.read_u64(e.args[0] + CLONE3_EXIT_SIGNAL)?;
+                mem.write(e.args[0], &quiet.to_le_bytes())?;
+                mem.write(e.args[0] + CLONE3_EXIT_SIGNAL, &0u64.to_le_bytes())?;
+                return Ok(exit_signal);
+            }
+            libc::SYS_clone => t.regs.rdi = quiet,
+            // fork and vfork: a clone with no new stack.
+            _ => {
+                t.regs.orig_rax = libc::SYS_clone as u64;
+                [t.regs.rdi, t.regs.rsi] = [quiet, 0];
             }
         }
-        ptrace::setregs(t.tid, t.regs)
-            .map_err(Into::into)
+        ptrace::setregs(t.tid, t.regs)?;
+        Ok(0)
+    }
+
+    /// Gives thread `tid` of process `p`, parent or child of a spawn
+    /// [`Session::quiet_spawn`] changed, the program's own arguments back
+    /// (the kernel preserves argument registers); `exit_signal` is
+    /// clone3's.
+    fn restore_spawn_args(&self, tid: Pid, p: usize, e: &Entry, flags: u64, exit_signal: u64) -> Result<()> {
+        if e.nr == libc::SYS_clone3 {
+            let mem = &self.state.procs[p].mem;
+            mem.write(e.args[0], &flags.to_le_bytes())?;
+            return mem.write(e.args[0] + CLONE3_EXIT_SIGNAL, &exit_signal.to_le_bytes());
+        }
+        let mut regs = ptrace::getregs(tid)?;
+        [regs.rdi, regs.rsi] = [e.args[0], e.args[1]];
+        Ok(ptrace::setregs(tid, regs)?)
     }
 
     /// The key of the futex word at `addr` of thread `i`'s process in the
@@ -676,6 +703,11 @@ impl Session<'_> {
         };
     }
 }
+
+/// The exit signal's bits in clone(2) flags.
+const CSIGNAL: u64 = 0xff;
+/// Offset of `exit_signal` in clone3's `struct clone_args` (bytes).
+const CLONE3_EXIT_SIGNAL: u64 = 32;
 
 /// Where [`Session::futex_key`] puts the process index.
 const FUTEX_PROC_SHIFT: u32 = 48;
