@@ -298,7 +298,7 @@ impl Recorder {
                 resume(pid, None)
             }
             class => {
-                let path = syscalls::path_arg(nr).and_then(|i| self.mem.read_cstr(args[i]).ok());
+                let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem.read_cstr(a)));
                 self.threads.insert(pid, Some(Entry { nr, args, label, path }));
                 if class == Class::Output {
                     let fd = args[0];
@@ -353,7 +353,7 @@ impl Recorder {
         s.path = e.path.clone();
         let mem = &self.mem;
         let mut read_u64 = |a: u64| mem.read_u64(a).ok();
-        match syscalls::class(e.nr) {
+        match syscalls::classify(e.nr, &e.args) {
             Class::Input => {
                 for (addr, len) in syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64) {
                     // An unreadable range is kept, empty, to keep the order.
@@ -374,7 +374,7 @@ impl Recorder {
                 s.unsupported = true;
                 let msg = format!(
                     "syscall {} is not supported; logged with its result only, a replay that depends on its effects may diverge",
-                    syscalls::name(e.nr)
+                    syscalls::call_name(e.nr, &e.args)
                 );
                 self.warn_once(e.nr, &msg);
             }
