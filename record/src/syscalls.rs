@@ -303,6 +303,9 @@ mod tests {
         assert_eq!(out_buffers(c::SYS_clock_adjtime, &[0, 0x2000, 0, 0, 0, 0], 0, &mut |_| None), vec![(0x2000, 208)]);
         // getxattr(2) with size 0 only measures the value.
         assert_eq!(out_buffers(c::SYS_getxattr, &[1, 2, 0x3000, 0, 0, 0], 5, &mut |_| None), vec![(0x3000, 0)]);
+        // setitimer(2) stores the old value through its third argument.
+        let got = out_buffers(c::SYS_setitimer, &[0, 0x1000, 0x2000, 0, 0, 0], 0, &mut |_| None);
+        assert_eq!(got, vec![(0x1000, 32), (0x2000, 32)]);
         // A syscall whose pointers have call-dependent sizes and no rule.
         assert_eq!(class(c::SYS_msgrcv), Class::Unsupported);
     }

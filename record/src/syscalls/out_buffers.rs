@@ -208,13 +208,16 @@ fn call_rule(nr: i64) -> Option<CallRule> {
         // sched_getattr(2): at most `size` bytes of struct sched_attr.
         c::SYS_sched_getattr => |a, _, _, out| out.add(a[1], a[2]),
         c::SYS_rt_sigtimedwait => |a, _, _, out| out.add(a[1], 128),
-        c::SYS_prctl => |a, _, _, out| {
-            if a[0] == c::PR_GET_NAME as u64 {
-                out.add(a[1], 16);
-            }
+        // prctl(2): the options that store through their second argument.
+        c::SYS_prctl => |a, _, _, out| match a[0] as i32 {
+            c::PR_GET_NAME => out.add(a[1], 16),
+            c::PR_GET_PDEATHSIG | c::PR_GET_CHILD_SUBREAPER => out.add(a[1], 4),
+            c::PR_GET_TID_ADDRESS => out.add(a[1], 8),
+            _ => {}
         },
+        // fcntl(2): the lock queries fill a struct flock.
         c::SYS_fcntl => |a, _, _, out| {
-            if a[1] == c::F_GETLK as u64 {
+            if a[1] == c::F_GETLK as u64 || a[1] == c::F_OFD_GETLK as u64 {
                 out.add(a[2], 32);
             }
         },
@@ -225,8 +228,8 @@ fn call_rule(nr: i64) -> Option<CallRule> {
         },
         c::SYS_bpf => bpf,
         // Non-const pointers the kernel only reads (their man pages):
-        // names and values set, in-out offsets kept by hand above, signal
-        // masks and siginfo sent, epoll_ctl's event, utime's times.
+        // names, values, limits and addresses set, signal masks and siginfo
+        // sent, epoll_ctl's event, the times given to utime and friends.
         c::SYS_setsockopt | c::SYS_sethostname | c::SYS_setdomainname | c::SYS_utime
         | c::SYS_utimes | c::SYS_futimesat | c::SYS_utimensat | c::SYS_epoll_ctl
         | c::SYS_rt_sigqueueinfo | c::SYS_rt_tgsigqueueinfo | c::SYS_pidfd_send_signal
@@ -234,8 +237,7 @@ fn call_rule(nr: i64) -> Option<CallRule> {
         | c::SYS_sched_setaffinity | c::SYS_setgroups | c::SYS_setrlimit | c::SYS_settimeofday
         | c::SYS_capset | c::SYS_signalfd | c::SYS_signalfd4 | c::SYS_mq_open
         | c::SYS_rt_sigsuspend | c::SYS_openat2 | c::SYS_umount2 | c::SYS_bind
-        | c::SYS_connect | c::SYS_sendto | c::SYS_timer_settime | c::SYS_timerfd_settime
-        | c::SYS_setitimer => |_, _, _, _| {},
+        | c::SYS_connect | c::SYS_sendto => |_, _, _, _| {},
         _ => return None,
     };
     Some(rule)
