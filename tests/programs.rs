@@ -140,12 +140,12 @@ fn digest_is_identical_across_replays() {
 fn unknown_syscall_is_logged_as_unsupported_with_warnings() {
     let trace = trace_dir("unsupported");
     let rec = record(&trace, &[program("unsupported").to_str().unwrap()], Stdio::null());
-    assert!(err(&rec).contains("warning: syscall sched_getparam is not supported"), "{}", err(&rec));
+    assert!(err(&rec).contains("warning: syscall personality is not supported"), "{}", err(&rec));
     let dump = weft().arg("dump").arg(&trace).output().unwrap();
     assert!(String::from_utf8_lossy(&dump.stdout).contains("UNSUPPORTED"));
     let rep = replay(&trace, &[]);
     assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
-    assert!(err(&rep).contains("sched_getparam is unsupported; replaying its result only"), "{}", err(&rep));
+    assert!(err(&rep).contains("personality is unsupported; replaying its result only"), "{}", err(&rep));
     assert_eq!(rep.stdout, rec.stdout);
 }
 

@@ -310,7 +310,7 @@ impl Recorder {
                 resume(pid, None)
             }
             class => {
-                let path = syscalls::path_arg(nr).and_then(|i| self.mem(pid).ok()?.read_cstr(args[i]).ok());
+                let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem(pid)?.read_cstr(a)));
                 self.threads.insert(pid, Some(Entry { nr, args, label, path }));
                 if class == Class::Output {
                     let fd = (self.tgids.get(&pid).copied().unwrap_or(pid), args[0]);
@@ -371,7 +371,7 @@ impl Recorder {
         }
         let mem = self.mem(pid)?;
         let mut read_u64 = |a: u64| mem.read_u64(a).ok();
-        match syscalls::class(e.nr) {
+        match syscalls::classify(e.nr, &e.args) {
             Class::Input => {
                 let ranges = syscalls::out_buffers(e.nr, &e.args, result, &mut read_u64);
                 for (addr, len) in ranges {
@@ -393,7 +393,7 @@ impl Recorder {
                 s.unsupported = true;
                 let msg = format!(
                     "syscall {} is not supported; logged with its result only, a replay that depends on its effects may diverge",
-                    syscalls::name(e.nr)
+                    syscalls::call_name(e.nr, &e.args)
                 );
                 self.warn_once(e.nr, &msg);
             }

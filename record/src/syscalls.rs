@@ -7,9 +7,20 @@
 //! observable from outside (outputs, validated by a hash of their bytes), and
 //! the thread lifecycle. Memory management, signal masks and futex are not
 //! logged: the replayer executes them (futex is emulated by its scheduler).
-//! Out-buffer layouts come from the syscalls' man pages (section 2).
+//!
+//! The syscalls themselves, their names and the pointers their kernel
+//! prototypes may write through come from a table generated from the
+//! kernel's sources ([`table`], by `record/gen/syscall_table.py`); where
+//! their out-buffers are is [`out_buffers`]'s subject.
+
+mod ioctl;
+mod out_buffers;
+pub mod table;
+
+pub use out_buffers::{call_describable, out_buffers, type_size, RESTART_CODES};
 
 use libc as c;
+use out_buffers::iovecs;
 
 /// How a syscall is handled by the recorder (is it logged?) and the replayer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,19 +88,47 @@ pub fn class(nr: i64) -> Class {
         c::SYS_exit_group => Class::ExitGroup,
         c::SYS_write | c::SYS_writev | c::SYS_pwrite64 | c::SYS_pwritev | c::SYS_sendto
         | c::SYS_sendmsg => Class::Output,
-        n if is_known_input(n) => Class::Input,
+        n if is_input(n) => Class::Input,
         _ => Class::Unsupported,
     }
 }
 
 /// The class of a call to `nr` with `args`: like [`class`], except that an
-/// anonymous mmap, which the recording filter lets through, is executed.
+/// anonymous mmap, which the recording filter lets through, is executed,
+/// and that an ioctl request or bpf command whose writes weft cannot
+/// describe ([`call_describable`]) is unsupported.
 pub fn classify(nr: i64, args: &[u64; 6]) -> Class {
-    if nr == c::SYS_mmap && args[3] & c::MAP_ANONYMOUS as u64 != 0 {
-        Class::Execute
-    } else {
-        class(nr)
+    match class(nr) {
+        Class::MmapFile if args[3] & c::MAP_ANONYMOUS as u64 != 0 => Class::Execute,
+        Class::Input if !call_describable(nr, args) => Class::Unsupported,
+        class => class,
     }
+}
+
+/// Syscalls whose out-buffers may be describable but whose effects a
+/// replay cannot reproduce by writing memory back: shared or foreign memory (SysV shm, aio and io_uring rings,
+/// other processes' memory, userfaultfd), the process's own address space
+/// and CPU state (LDT, I/O privilege, memory policies and protection keys,
+/// shadow stacks, sealing), ptrace, seccomp and personality, and
+/// restart_syscall, which resumes a call the recorder logged elsewhere.
+/// They are logged with their result only and warned about.
+const NOT_REPLAYABLE: &[&str] = &[
+    "shmat", "shmdt", "io_setup", "io_destroy",
+    "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", "process_vm_readv", "process_vm_writev",
+    "process_madvise", "ptrace", "userfaultfd", "modify_ldt", "iopl", "ioperm",
+    "remap_file_pages", "mbind", "set_mempolicy", "set_mempolicy_home_node", "migrate_pages",
+    "move_pages", "mlock2", "pkey_mprotect", "pkey_alloc", "pkey_free", "memfd_secret",
+    "map_shadow_stack", "mseal", "seccomp", "personality", "vmsplice", "restart_syscall",
+];
+
+/// Whether syscall `nr` is in the generated table, describable, and
+/// replayable by writing its out-buffers back.
+fn is_input(nr: i64) -> bool {
+    table::SYSCALLS
+        .iter()
+        .find(|s| s.nr == nr)
+        .is_some_and(|s| !NOT_REPLAYABLE.contains(&s.name) && out_buffers::describable(nr))
 }
 
 /// futex(2) operation numbers (linux/futex.h): FUTEX_WAIT, FUTEX_WAIT_BITSET.
@@ -102,237 +141,6 @@ pub const FUTEX_CMD_MASK: u64 = 0x7f;
 /// its result is logged; untimed futex calls are not (DESIGN.md).
 pub fn is_logged_futex(args: &[u64; 6]) -> bool {
     FUTEX_WAIT_OPS.contains(&(args[1] & FUTEX_CMD_MASK)) && args[3] != 0
-}
-
-/// Syscalls whose effects the replayer can reproduce from the log: their
-/// out-buffers are described by [`out_buffers`] (or they have none).
-fn is_known_input(nr: i64) -> bool {
-    matches!(
-        nr,
-        c::SYS_read | c::SYS_pread64 | c::SYS_readv | c::SYS_preadv | c::SYS_preadv2
-            | c::SYS_recvfrom | c::SYS_recvmsg | c::SYS_getrandom | c::SYS_clock_gettime
-            | c::SYS_clock_getres | c::SYS_gettimeofday | c::SYS_time | c::SYS_getdents64
-            | c::SYS_stat | c::SYS_fstat | c::SYS_lstat | c::SYS_newfstatat | c::SYS_statx
-            | c::SYS_statfs | c::SYS_fstatfs | c::SYS_poll | c::SYS_ppoll | c::SYS_select
-            | c::SYS_pselect6 | c::SYS_epoll_wait | c::SYS_epoll_pwait | c::SYS_accept
-            | c::SYS_accept4 | c::SYS_getpid | c::SYS_gettid | c::SYS_getppid
-            | c::SYS_getsockname | c::SYS_getpeername | c::SYS_getsockopt | c::SYS_socketpair
-            | c::SYS_pipe | c::SYS_pipe2 | c::SYS_uname | c::SYS_sysinfo | c::SYS_times
-            | c::SYS_getrusage | c::SYS_readlink | c::SYS_readlinkat | c::SYS_getcwd
-            | c::SYS_nanosleep | c::SYS_clock_nanosleep | c::SYS_wait4 | c::SYS_waitid | c::SYS_getresuid
-            | c::SYS_getresgid | c::SYS_getgroups | c::SYS_sched_getaffinity
-            | c::SYS_prlimit64 | c::SYS_getrlimit | c::SYS_getcpu | c::SYS_ioctl | c::SYS_fcntl
-            | c::SYS_getitimer | c::SYS_prctl | c::SYS_rt_sigtimedwait
-            // No out-buffers: the result is all a replay needs.
-            | c::SYS_open | c::SYS_openat | c::SYS_close | c::SYS_lseek | c::SYS_dup
-            | c::SYS_dup2 | c::SYS_dup3 | c::SYS_socket | c::SYS_bind | c::SYS_listen
-            | c::SYS_connect | c::SYS_shutdown | c::SYS_setsockopt | c::SYS_unlink
-            | c::SYS_unlinkat | c::SYS_mkdir | c::SYS_mkdirat | c::SYS_rmdir | c::SYS_rename
-            | c::SYS_renameat | c::SYS_renameat2 | c::SYS_chmod | c::SYS_fchmod
-            | c::SYS_fchmodat | c::SYS_chown | c::SYS_fchown | c::SYS_lchown | c::SYS_fchownat
-            | c::SYS_ftruncate | c::SYS_truncate | c::SYS_fsync | c::SYS_fdatasync
-            | c::SYS_fadvise64 | c::SYS_fallocate | c::SYS_access | c::SYS_faccessat
-            | c::SYS_faccessat2 | c::SYS_chdir | c::SYS_fchdir | c::SYS_umask | c::SYS_getuid
-            | c::SYS_geteuid | c::SYS_getgid | c::SYS_getegid | c::SYS_getpgrp | c::SYS_getsid
-            | c::SYS_setsid | c::SYS_setpgid | c::SYS_sched_setaffinity | c::SYS_setpriority
-            | c::SYS_getpriority | c::SYS_eventfd2 | c::SYS_epoll_create1 | c::SYS_epoll_ctl
-            | c::SYS_flock | c::SYS_sync | c::SYS_utimensat | c::SYS_symlink | c::SYS_symlinkat
-            | c::SYS_link | c::SYS_linkat | c::SYS_sched_getscheduler | c::SYS_alarm
-            | c::SYS_setitimer | c::SYS_copy_file_range | c::SYS_sendfile | c::SYS_splice
-            | c::SYS_memfd_create | c::SYS_sched_setscheduler | c::SYS_close_range
-            | c::SYS_inotify_init1 | c::SYS_inotify_add_watch | c::SYS_inotify_rm_watch
-            // They return only when a signal interrupts them (EINTR).
-            | c::SYS_pause | c::SYS_rt_sigsuspend
-    )
-}
-
-/// The kernel's internal results of a syscall a signal interrupted, to be
-/// restarted or turned into EINTR on delivery (include/linux/errno.h):
-/// ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK.
-pub const RESTART_CODES: [i64; 4] = [-512, -513, -514, -516];
-
-/// What an interrupted call wrote before returning a restart code: the
-/// time left, for the sleeps and waits that report it (nanosleep(2),
-/// clock_nanosleep(2) when relative, select(2), pselect6 and ppoll).
-fn interrupted_out_buffers(nr: i64, a: &[u64; 6]) -> Vec<(u64, u64)> {
-    let range = match nr {
-        c::SYS_nanosleep => a[1],
-        c::SYS_clock_nanosleep if a[1] & c::TIMER_ABSTIME as u64 == 0 => a[3],
-        c::SYS_select | c::SYS_pselect6 => a[4],
-        c::SYS_ppoll => a[2],
-        _ => 0,
-    };
-    // struct timespec and struct timeval are both 16 bytes.
-    if range == 0 { Vec::new() } else { vec![(range, 16)] }
-}
-
-/// The memory the kernel wrote for a completed syscall, as `(address, length
-/// in bytes)` ranges, in a fixed order for each syscall. `args` are the entry arguments, `result` the return
-/// value; `read_u64` reads a word of tracee memory (for lengths the kernel
-/// stores in the tracee, like `*addrlen`). Errors return no ranges.
-pub fn out_buffers(
-    nr: i64,
-    args: &[u64; 6],
-    result: i64,
-    read_u64: &mut dyn FnMut(u64) -> Option<u64>,
-) -> Vec<(u64, u64)> {
-    if RESTART_CODES.contains(&result) {
-        return interrupted_out_buffers(nr, args);
-    }
-    if result < 0 {
-        return Vec::new();
-    }
-    let r = result as u64;
-    let a = args;
-    let mut out = Vec::new();
-    // Zero-length ranges are kept so that a replay, whose lengths may
-    // differ before the call, pairs its ranges with the logged ones by index.
-    let mut add = |addr: u64, len: u64| {
-        if addr != 0 {
-            out.push((addr, len));
-        }
-    };
-    let mut deref_u32 = |addr: u64| -> u64 {
-        if addr == 0 {
-            0
-        } else {
-            read_u64(addr).map(|v| v & 0xffff_ffff).unwrap_or(0)
-        }
-    };
-    match nr {
-        c::SYS_read | c::SYS_pread64 | c::SYS_getdents64 | c::SYS_readlink => add(a[1], r),
-        c::SYS_getrandom | c::SYS_getcwd => add(a[0], r),
-        c::SYS_readlinkat => add(a[2], r),
-        c::SYS_sched_getaffinity => add(a[2], r),
-        c::SYS_readv | c::SYS_preadv | c::SYS_preadv2 => {
-            for (base, len) in iovecs(a[1], a[2], r, read_u64) {
-                add(base, len);
-            }
-        }
-        c::SYS_recvfrom => {
-            add(a[1], r);
-            let n = deref_u32(a[5]);
-            add(a[4], n);
-            add(a[5], 4);
-        }
-        c::SYS_recvmsg => {
-            // struct msghdr: name@0, namelen@8, iov@16, iovlen@24,
-            // control@32, controllen@40, flags@48 (recvmsg(2)).
-            let m = a[1];
-            let word = |off: u64, rd: &mut dyn FnMut(u64) -> Option<u64>| rd(m + off).unwrap_or(0);
-            let name = word(0, read_u64);
-            let namelen = word(8, read_u64) & 0xffff_ffff;
-            let iov = word(16, read_u64);
-            let iovlen = word(24, read_u64);
-            let control = word(32, read_u64);
-            let controllen = word(40, read_u64);
-            add(m, 56);
-            add(name, namelen);
-            add(control, controllen);
-            for (base, len) in iovecs(iov, iovlen, r, read_u64) {
-                add(base, len);
-            }
-        }
-        c::SYS_clock_gettime | c::SYS_clock_getres | c::SYS_nanosleep => add(a[1], 16),
-        c::SYS_clock_nanosleep => add(a[3], 16),
-        c::SYS_gettimeofday => {
-            add(a[0], 16);
-            add(a[1], 8);
-        }
-        c::SYS_time => add(a[0], 8),
-        c::SYS_stat | c::SYS_fstat | c::SYS_lstat => add(a[1], 144),
-        c::SYS_newfstatat => add(a[2], 144),
-        c::SYS_statx => add(a[4], 256),
-        c::SYS_statfs | c::SYS_fstatfs => add(a[1], 120),
-        c::SYS_poll | c::SYS_ppoll => add(a[0], a[1] * 8),
-        c::SYS_select | c::SYS_pselect6 => {
-            let set = a[0].div_ceil(64) * 8;
-            add(a[1], set);
-            add(a[2], set);
-            add(a[3], set);
-            add(a[4], 16);
-        }
-        c::SYS_epoll_wait | c::SYS_epoll_pwait => add(a[1], r * 12),
-        c::SYS_accept | c::SYS_accept4 | c::SYS_getsockname | c::SYS_getpeername => {
-            let n = deref_u32(a[2]);
-            add(a[1], n);
-            add(a[2], 4);
-        }
-        c::SYS_getsockopt => {
-            let n = deref_u32(a[4]);
-            add(a[3], n);
-            add(a[4], 4);
-        }
-        c::SYS_socketpair => add(a[3], 8),
-        c::SYS_pipe | c::SYS_pipe2 => add(a[0], 8),
-        c::SYS_uname => add(a[0], 390),
-        c::SYS_sysinfo => add(a[0], 112),
-        c::SYS_times => add(a[0], 32),
-        c::SYS_getrusage => add(a[1], 144),
-        // siginfo_t (128 bytes) and struct rusage (144 bytes): waitid(2).
-        c::SYS_waitid => {
-            add(a[2], 128);
-            add(a[4], 144);
-        }
-        c::SYS_wait4 => {
-            add(a[1], 4);
-            add(a[3], 144);
-        }
-        c::SYS_getresuid | c::SYS_getresgid => {
-            add(a[0], 4);
-            add(a[1], 4);
-            add(a[2], 4);
-        }
-        c::SYS_getgroups => add(a[1], r * 4),
-        c::SYS_prlimit64 => add(a[3], 16),
-        c::SYS_getrlimit | c::SYS_getitimer => add(a[1], 16),
-        c::SYS_getcpu => {
-            add(a[0], 4);
-            add(a[1], 4);
-        }
-        c::SYS_rt_sigtimedwait => add(a[1], 128),
-        c::SYS_prctl if a[0] == c::PR_GET_NAME as u64 => add(a[1], 16),
-        c::SYS_fcntl if a[1] == c::F_GETLK as u64 => add(a[2], 32),
-        c::SYS_ioctl => {
-            // ioctl request numbers encode direction and size (asm-generic/ioctl.h);
-            // the old tty requests do not, so they are listed.
-            let req = a[1] as u32;
-            let len = match req as u64 {
-                0x5401 => 60,           // TCGETS: struct termios
-                0x5413 => 8,            // TIOCGWINSZ: struct winsize
-                0x541B | 0x540F => 4,   // FIONREAD, TIOCGPGRP
-                _ if (req >> 30) & 2 != 0 => ((req >> 16) & 0x3fff) as u64,
-                _ => 0,
-            };
-            add(a[2], len);
-        }
-        _ => {}
-    }
-    out
-}
-
-/// The `(base, length)` pieces of an iovec array of `count` entries at `iov`
-/// that hold the first `total` bytes transferred.
-fn iovecs(
-    iov: u64,
-    count: u64,
-    total: u64,
-    read_u64: &mut dyn FnMut(u64) -> Option<u64>,
-) -> Vec<(u64, u64)> {
-    let mut left = total;
-    let mut pieces = Vec::new();
-    for i in 0..count.min(1024) {
-        if left == 0 {
-            break;
-        }
-        let (Some(base), Some(len)) = (read_u64(iov + 16 * i), read_u64(iov + 16 * i + 8)) else {
-            break;
-        };
-        let n = len.min(left);
-        pieces.push((base, n));
-        left -= n;
-    }
-    pieces
 }
 
 /// The gathered byte ranges an output syscall sent, given its result: what
@@ -381,64 +189,65 @@ pub fn key_args(nr: i64) -> &'static [usize] {
         c::SYS_tgkill => &[2],
         c::SYS_tkill => &[1],
         c::SYS_poll | c::SYS_epoll_wait => &[1],
+        c::SYS_statx => &[0, 2, 3],
+        c::SYS_newfstatat => &[0, 3],
+        c::SYS_getxattr | c::SYS_lgetxattr => &[3],
+        c::SYS_fgetxattr => &[0, 3],
+        c::SYS_listxattr | c::SYS_llistxattr | c::SYS_readlink => &[2],
+        c::SYS_flistxattr => &[0, 2],
+        c::SYS_readlinkat => &[0, 3],
         _ => &[],
     }
 }
 
 /// Index of an argument that is a NUL-terminated path: its bytes are logged
-/// and a replay must pass the same path.
+/// and a replay must pass the same path. The kernel reads a NULL path as
+/// no path at all (EFAULT, or for statx(2) and utimensat(2) the fd itself),
+/// so a NULL pointer is logged and compared as no path: [`read_path`].
 pub fn path_arg(nr: i64) -> Option<usize> {
     match nr {
         c::SYS_open | c::SYS_stat | c::SYS_lstat | c::SYS_access | c::SYS_readlink
         | c::SYS_unlink | c::SYS_mkdir | c::SYS_rmdir | c::SYS_chdir | c::SYS_statfs
-        | c::SYS_truncate | c::SYS_chmod => Some(0),
+        | c::SYS_truncate | c::SYS_chmod | c::SYS_creat | c::SYS_chown | c::SYS_lchown
+        | c::SYS_getxattr | c::SYS_lgetxattr | c::SYS_listxattr | c::SYS_llistxattr
+        | c::SYS_setxattr | c::SYS_lsetxattr | c::SYS_removexattr | c::SYS_lremovexattr => Some(0),
         c::SYS_openat | c::SYS_newfstatat | c::SYS_statx | c::SYS_faccessat
-        | c::SYS_faccessat2 | c::SYS_readlinkat | c::SYS_unlinkat | c::SYS_mkdirat => Some(1),
+        | c::SYS_faccessat2 | c::SYS_readlinkat | c::SYS_unlinkat | c::SYS_mkdirat
+        | c::SYS_utimensat | c::SYS_fchmodat | c::SYS_fchownat => Some(1),
         _ => None,
     }
 }
 
-/// The syscall's name, for messages and `weft dump`.
+/// The path a syscall passes at `addr`, as the kernel reads it: `None` for
+/// a NULL pointer or unreadable memory, else the bytes before the NUL.
+/// `read_cstr` reads a NUL-terminated string of tracee memory.
+pub fn read_path<E>(addr: u64, read_cstr: impl FnOnce(u64) -> Result<Vec<u8>, E>) -> Option<Vec<u8>> {
+    if addr == 0 {
+        return None;
+    }
+    read_cstr(addr).ok()
+}
+
+/// The syscall's name (syscall_64.tbl), for messages and `weft dump`;
+/// numbers beyond the generated table (syscalls newer than its kernel)
+/// are named by number.
 pub fn name(nr: i64) -> String {
-    NAMES
+    table::SYSCALLS
         .iter()
-        .find(|(n, _)| *n == nr)
-        .map(|(_, s)| s.trim_start_matches("SYS_").to_string())
-        .unwrap_or_else(|| format!("syscall_{nr}"))
+        .find(|s| s.nr == nr)
+        .map(|s| s.name.to_string())
+        .unwrap_or_else(|| format!("unknown syscall {nr}"))
 }
 
-macro_rules! names {
-    ($($id:ident),* $(,)?) => {
-        const NAMES: &[(i64, &str)] = &[$((c::$id, stringify!($id))),*];
-    };
+/// How a call is named in a warning: its name, and for ioctl(2) and bpf(2)
+/// the request or command, which decides what the call writes.
+pub fn call_name(nr: i64, args: &[u64; 6]) -> String {
+    match nr {
+        c::SYS_ioctl => format!("ioctl request {:#x}", args[1]),
+        c::SYS_bpf => format!("bpf command {}", args[0]),
+        _ => name(nr),
+    }
 }
-
-names!(
-    SYS_read, SYS_write, SYS_open, SYS_close, SYS_stat, SYS_fstat, SYS_lstat, SYS_poll,
-    SYS_lseek, SYS_mmap, SYS_mprotect, SYS_munmap, SYS_brk, SYS_rt_sigaction,
-    SYS_rt_sigprocmask, SYS_ioctl, SYS_pread64, SYS_pwrite64, SYS_readv, SYS_writev,
-    SYS_access, SYS_pipe, SYS_select, SYS_sched_yield, SYS_mremap, SYS_madvise, SYS_dup,
-    SYS_dup2, SYS_nanosleep, SYS_getpid, SYS_socket, SYS_connect, SYS_accept, SYS_sendto,
-    SYS_recvfrom, SYS_sendmsg, SYS_recvmsg, SYS_shutdown, SYS_bind, SYS_listen,
-    SYS_getsockname, SYS_getpeername, SYS_socketpair, SYS_setsockopt, SYS_getsockopt,
-    SYS_clone, SYS_fork, SYS_vfork, SYS_execve, SYS_exit, SYS_wait4, SYS_kill, SYS_uname,
-    SYS_fcntl, SYS_flock, SYS_fsync, SYS_ftruncate, SYS_getdents64, SYS_getcwd, SYS_chdir,
-    SYS_rename, SYS_mkdir, SYS_rmdir, SYS_unlink, SYS_readlink, SYS_umask, SYS_gettimeofday,
-    SYS_getrlimit, SYS_getrusage, SYS_sysinfo, SYS_times, SYS_getuid, SYS_getgid,
-    SYS_geteuid, SYS_getegid, SYS_getppid, SYS_prctl, SYS_arch_prctl, SYS_gettid, SYS_time,
-    SYS_futex, SYS_sched_setaffinity, SYS_sched_getaffinity, SYS_set_tid_address,
-    SYS_clock_gettime, SYS_clock_getres, SYS_clock_nanosleep, SYS_exit_group,
-    SYS_epoll_wait, SYS_epoll_ctl, SYS_tgkill, SYS_tkill, SYS_openat, SYS_mkdirat,
-    SYS_newfstatat, SYS_unlinkat, SYS_readlinkat, SYS_faccessat, SYS_pselect6, SYS_ppoll,
-    SYS_set_robust_list, SYS_epoll_pwait, SYS_accept4, SYS_eventfd2, SYS_epoll_create1,
-    SYS_dup3, SYS_pipe2, SYS_preadv, SYS_pwritev, SYS_prlimit64, SYS_getcpu, SYS_getrandom,
-    SYS_memfd_create, SYS_statx, SYS_rseq, SYS_clone3, SYS_close_range, SYS_faccessat2,
-    SYS_sigaltstack, SYS_rt_sigreturn, SYS_fadvise64, SYS_membarrier, SYS_statfs,
-    SYS_fstatfs, SYS_getresuid, SYS_getresgid, SYS_sendfile, SYS_splice, SYS_getgroups,
-    SYS_sched_getparam, SYS_sched_setparam, SYS_sched_getscheduler, SYS_mincore, SYS_io_uring_setup,
-    SYS_setitimer, SYS_getitimer, SYS_alarm, SYS_rt_sigtimedwait, SYS_restart_syscall,
-    SYS_pause, SYS_rt_sigsuspend,
-);
 
 #[cfg(test)]
 mod tests {
@@ -469,6 +278,86 @@ mod tests {
         assert_eq!(class(c::SYS_futex), Class::Futex);
         assert_eq!(class(c::SYS_io_uring_setup), Class::Unsupported);
         assert_eq!(name(c::SYS_clock_gettime), "clock_gettime");
-        assert_eq!(name(99999), "syscall_99999");
+        assert_eq!(name(99999), "unknown syscall 99999");
+    }
+
+    #[test]
+    fn every_syscall_of_the_table_is_named_and_numbered_like_libc() {
+        assert!(table::SYSCALLS.len() > 360);
+        for s in table::SYSCALLS {
+            assert_eq!(name(s.nr), s.name);
+        }
+        assert_eq!(name(c::SYS_mseal), "mseal");
+        assert_eq!(name(c::SYS_newfstatat), "newfstatat");
+        assert_eq!(name(c::SYS_statx), "statx");
+        for n in NOT_REPLAYABLE {
+            assert!(table::SYSCALLS.iter().any(|s| s.name == *n), "{n}");
+        }
+    }
+
+    #[test]
+    fn out_buffers_come_from_the_table() {
+        for nr in [c::SYS_uname, c::SYS_sysinfo, c::SYS_adjtimex, c::SYS_clock_adjtime, c::SYS_capget,
+            c::SYS_sched_getparam, c::SYS_getxattr, c::SYS_flistxattr, c::SYS_waitid, c::SYS_timer_gettime]
+        {
+            assert_eq!(class(nr), Class::Input, "{}", name(nr));
+        }
+        // sysinfo(2): one struct sysinfo at its argument.
+        assert_eq!(out_buffers(c::SYS_sysinfo, &[0x1000, 0, 0, 0, 0, 0], 0, &mut |_| None), vec![(0x1000, 112)]);
+        // clock_adjtime(2): struct __kernel_timex at the second argument.
+        assert_eq!(out_buffers(c::SYS_clock_adjtime, &[0, 0x2000, 0, 0, 0, 0], 0, &mut |_| None), vec![(0x2000, 208)]);
+        // getxattr(2) with size 0 only measures the value.
+        assert_eq!(out_buffers(c::SYS_getxattr, &[1, 2, 0x3000, 0, 0, 0], 5, &mut |_| None), vec![(0x3000, 0)]);
+        // setitimer(2) stores the old value through its third argument.
+        let got = out_buffers(c::SYS_setitimer, &[0, 0x1000, 0x2000, 0, 0, 0], 0, &mut |_| None);
+        assert_eq!(got, vec![(0x1000, 32), (0x2000, 32)]);
+        // A syscall whose pointers have call-dependent sizes and no rule.
+        assert_eq!(class(c::SYS_msgrcv), Class::Unsupported);
+    }
+
+    #[test]
+    fn fixed_type_sizes_match_libc() {
+        use std::mem::size_of;
+        let sizes = [
+            ("struct stat", size_of::<c::stat>()),
+            ("struct statfs", size_of::<c::statfs>()),
+            ("struct statx", size_of::<c::statx>()),
+            ("struct new_utsname", size_of::<c::utsname>()),
+            ("struct sysinfo", size_of::<c::sysinfo>()),
+            ("struct rusage", size_of::<c::rusage>()),
+            ("struct rlimit", size_of::<c::rlimit>()),
+            ("struct rlimit64", size_of::<c::rlimit64>()),
+            ("struct tms", size_of::<c::tms>()),
+            ("struct __kernel_timex", size_of::<c::timex>()),
+            ("struct __kernel_timespec", size_of::<c::timespec>()),
+            ("struct __kernel_itimerspec", size_of::<c::itimerspec>()),
+            ("struct __kernel_old_itimerval", size_of::<c::itimerval>()),
+            ("struct sched_param", size_of::<c::sched_param>()),
+            ("siginfo_t", size_of::<c::siginfo_t>()),
+            ("struct sigevent", size_of::<c::sigevent>()),
+            ("struct mq_attr", size_of::<c::mq_attr>()),
+            ("struct shmid_ds", size_of::<c::shmid_ds>()),
+            ("struct msqid_ds", size_of::<c::msqid_ds>()),
+            ("struct utimbuf", size_of::<c::utimbuf>()),
+        ];
+        for (ty, size) in sizes {
+            assert_eq!(type_size(ty), Some(size as u64), "{ty}");
+        }
+    }
+
+    #[test]
+    fn undescribed_ioctl_requests_are_unsupported() {
+        let args = |req: u64| [0, req, 0x1000, 0, 0, 0];
+        assert_eq!(classify(c::SYS_ioctl, &args(c::TCGETS)), Class::Input);
+        assert_eq!(classify(c::SYS_ioctl, &args(0x545D)), Class::Unsupported);
+        assert_eq!(out_buffers(c::SYS_ioctl, &args(c::TIOCGWINSZ), 0, &mut |_| None), vec![(0x1000, 8)]);
+        assert!(out_buffers(c::SYS_ioctl, &args(0x545D), 0, &mut |_| None).is_empty());
+    }
+
+    #[test]
+    fn a_null_path_is_no_path() {
+        let never = |_| -> Result<Vec<u8>, ()> { panic!("a NULL path is not read") };
+        assert_eq!(read_path(0, never), None);
+        assert_eq!(read_path(0x10, |_| Ok::<_, ()>(b"/tmp".to_vec())), Some(b"/tmp".to_vec()));
     }
 }

@@ -80,9 +80,10 @@ impl Session<'_> {
                     return Some(describe());
                 }
                 if let Some(k) = syscalls::path_arg(e.nr) {
-                    let path = self.mem(i).read_cstr(e.args[k]).unwrap_or_default();
-                    if Some(&path) != s.path.as_ref() {
-                        return Some(format!("{} with path {:?}", describe(), String::from_utf8_lossy(&path)));
+                    let path = syscalls::read_path(e.args[k], |a| self.mem(i).read_cstr(a));
+                    if path != s.path {
+                        let shown = path.as_deref().map_or("NULL".into(), String::from_utf8_lossy);
+                        return Some(format!("{} with path {:?}", describe(), shown));
                     }
                 }
                 if let Some(want) = s.output_hash {
