@@ -352,7 +352,14 @@ impl Session<'_> {
         // ids, so that no replay tid stays in the program's registers.
         let t = &mut self.state.threads[i];
         [t.regs.rdi, t.regs.rsi] = [e.args[0], e.args[1]];
-        self.set_result(i, s.result)
+        self.set_result(i, s.result)?;
+        // Another process killed: reaped now, before anything asks its
+        // threads for their state.
+        let killed = self.state.procs.iter().position(|p| p.live && (p.pid == first || Some(p.pid) == second));
+        if let Some(p) = killed.filter(|&p| p != me && signo == libc::SIGKILL) {
+            self.reap(p)?;
+        }
+        Ok(())
     }
 
     /// chdir/fchdir: the replayed process moves to the directory the
