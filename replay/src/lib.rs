@@ -45,6 +45,7 @@ mod reverse;
 mod replayer;
 pub mod schedule;
 mod session;
+mod symbols;
 mod sync_points;
 mod timeline;
 pub mod sync_trace;

@@ -136,6 +136,7 @@ impl Session<'_> {
     /// Kills the replayed process as the recording ended (SIGKILL in
     /// thread `rec`) and returns how it ended.
     pub(super) fn kill_as_recorded(&mut self, rec: Tid) -> Result<ProcessEnd> {
+        self.note_stuck();
         nix::sys::signal::kill(self.pid, NixSignal::SIGKILL)?;
         self.state.last_delivery = Some(Delivery { rec, pc: 0, exact: false });
         self.drain()
@@ -412,7 +413,7 @@ impl Session<'_> {
             return self.logged_futex_wait(i, e);
         }
         let mut words = MemWords(&self.mem);
-        match self.state.futexes.call(i, &e.args, &mut words) {
+        match self.state.futexes.call(i, self.state.threads[i].rec as u32, &e.args, &mut words) {
             futex::Action::Block(wait) => {
                 self.state.threads[i].at = At::Blocked(wait);
                 Ok(Step::Switch(None))
@@ -449,7 +450,7 @@ impl Session<'_> {
         let must_change = recorded == Some(0) || recorded == Some(-libc::EAGAIN as i64);
         if must_change && !self.state.threads[i].woken {
             let mut words = MemWords(&self.mem);
-            if let futex::Action::Block(wait) = self.state.futexes.call(i, &e.args, &mut words) {
+            if let futex::Action::Block(wait) = self.state.futexes.call(i, self.state.threads[i].rec as u32, &e.args, &mut words) {
                 self.state.threads[i].at = At::Blocked(wait);
                 return Ok(Step::Switch(None));
             }
