@@ -120,12 +120,13 @@ mod tests {
 
     #[test]
     fn this_test_binary_names_its_own_code_and_data() {
+        // Source lines need DWARF, which a release test build lacks: the
+        // C programs of tests/spin.rs check them.
         static MARKER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
         let exe = Executable::of_process(std::process::id() as i32).unwrap();
         let here = this_test_binary_names_its_own_code_and_data as usize as u64;
         assert!(exe.in_text(here));
         let sym = exe.symbol(&MARKER as *const _ as u64).expect("a symbol for a static");
         assert!(sym.name.contains("MARKER") && sym.offset == 0 && sym.size == 8, "{sym:?}");
-        assert!(exe.line(here).is_some_and(|l| l.starts_with("symbols.rs:")), "{:?}", exe.line(here));
     }
 }
