@@ -66,8 +66,8 @@ enum Command {
         /// Replays the schedule search may run in all.
         #[arg(long, default_value_t = 1000, value_name = "N")]
         max_attempts: usize,
-        /// Seconds a thread may run without reaching a scheduling point
-        /// before the replay is stopped as a livelock.
+        /// Seconds the replay may go without matching a logged event
+        /// before it is stopped as a livelock.
         #[arg(long, default_value_t = 120)]
         livelock_timeout: u64,
         /// The trace directory.

@@ -7,7 +7,8 @@
 //! at its next syscall: no thread ever blocks in the kernel. Control moves
 //! only at scheduling points: logged events (seed 000's *pevnt* tests),
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
-//! thread start and exit.
+//! thread start and exit, and yield points (sched_yield, a futex wait
+//! that returns at once), where a spinning thread lets another run.
 
 mod async_signal;
 mod control;
