@@ -124,7 +124,7 @@ mod tests {
         // C programs of tests/spin.rs check them.
         static MARKER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
         let exe = Executable::of_process(std::process::id() as i32).unwrap();
-        let here = this_test_binary_names_its_own_code_and_data as usize as u64;
+        let here = this_test_binary_names_its_own_code_and_data as *const () as u64;
         assert!(exe.in_text(here));
         let sym = exe.symbol(&MARKER as *const _ as u64).expect("a symbol for a static");
         assert!(sym.name.contains("MARKER") && sym.offset == 0 && sym.size == 8, "{sym:?}");
