@@ -66,8 +66,8 @@ enum Command {
         /// Replays the schedule search may run in all.
         #[arg(long, default_value_t = 1000, value_name = "N")]
         max_attempts: usize,
-        /// Seconds a thread may run without reaching a scheduling point
-        /// before the replay is stopped as a livelock.
+        /// Seconds the replay may go without matching a logged event
+        /// before it is stopped as a livelock.
         #[arg(long, default_value_t = 120)]
         livelock_timeout: u64,
         /// The trace directory.
@@ -226,8 +226,8 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
     let trace = open_trace(dir)?;
     if (known || opts.max_attempts == 1) && !opts.replay.digest {
         match autopilot(&trace, &opts.replay)? {
-            Ok(end) => {
-                report_valid(&end, trace.events.len() as u64);
+            Ok((end, stuck)) => {
+                report_valid(&end, trace.events.len() as u64, &stuck);
                 return Ok(0);
             }
             Err(failure) if opts.max_attempts == 1 => {
@@ -244,7 +244,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
     let explored = found.schedule != opts.replay.schedule;
     match &found.report.outcome {
         weft_replay::Outcome::Valid { end, events } => {
-            report_valid(end, *events);
+            report_valid(end, *events, &found.report.stuck);
             // The log order saved too: later replays and the debugger
             // then need no search.
             if explored || !dir.join(SCHEDULE_FILE).exists() {
@@ -265,17 +265,25 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
     }
 }
 
-/// Says on stderr that the replay was valid and how the program ended.
-fn report_valid(end: &End, events: u64) {
+/// Says on stderr that the replay was valid and how the program ended,
+/// and, for a program killed from outside, where each thread was stuck.
+fn report_valid(end: &End, events: u64, stuck: &[String]) {
     let was = if matches!(end, End::Killed { .. }) { "was " } else { "" };
     eprintln!("weft: replay valid: {events} events matched; the program {was}{end}");
+    if !stuck.is_empty() {
+        eprintln!("weft: where the replay ended it:");
+        for line in stuck {
+            eprintln!("  {line}");
+        }
+    }
 }
 
 /// Autopilot as a client of the interactive session: replays to the
 /// recorded end with no debugger attached, echoing the program's output,
 /// and checks how it ended against the log. Returns the recorded end, or
-/// the failure. Errors: weft's own (ptrace).
-fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<Result<End, weft_replay::Failure>> {
+/// the failure; with the end, where each thread was stuck if the recording
+/// was killed from outside. Errors: weft's own (ptrace).
+fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<Result<(End, Vec<String>), weft_replay::Failure>> {
     use weft_replay::Stop;
     let sopts = weft_replay::SessionOptions {
         schedule: opts.schedule.clone(),
@@ -301,7 +309,7 @@ fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> R
             _ => continue,
         };
         return Ok(match recorded {
-            Some(end) if same => Ok(end),
+            Some(end) if same => Ok((end, session.stuck().to_vec())),
             _ => Err(weft_replay::Failure::WrongEnd {
                 event: session.when().mark.event,
                 expected: recorded.map_or_else(|| "an end event".to_string(), |e| e.to_string()),

@@ -25,8 +25,9 @@ pub struct SessionOptions {
     /// found): it must make the replay valid, or the session stops at the
     /// first unmatched event.
     pub schedule: crate::Schedule,
-    /// How long a thread may run without a scheduling point before the
-    /// replay stops with a livelock.
+    /// How long the replay may run without matching a logged event
+    /// before it stops with a livelock (time stopped for the debugger
+    /// does not count).
     pub livelock_timeout: Duration,
     /// Replay time between two checkpoints the timeline takes as the user
     /// moves forwards (also the epoch stride until the trace has epochs).

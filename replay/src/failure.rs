@@ -30,15 +30,20 @@ pub enum Failure {
         /// Every thread and its state.
         threads: Vec<String>,
     },
-    /// A thread ran for too long without reaching a scheduling point
-    /// (it spins waiting for another thread, which one core cannot run).
+    /// The replay matched no logged event for the livelock timeout: a
+    /// thread spins waiting for another one, which one core cannot run
+    /// (with no syscall in its loop), or which cannot run before it (its
+    /// next event comes later in the log).
     Livelock {
         /// Where.
         at: Position,
-        /// The thread's pc when it was stopped.
+        /// The pc of the thread that ran when the replay stopped.
         pc: u64,
-        /// Seconds it ran.
+        /// Seconds without progress (the timeout).
         seconds: u64,
+        /// Every thread and what it was doing: where it spins, or what it
+        /// waits for.
+        threads: Vec<String>,
     },
     /// The program ended differently from the recording.
     WrongEnd {
@@ -110,10 +115,16 @@ impl std::fmt::Display for Failure {
                 }
                 Ok(())
             }
-            Failure::Livelock { at, pc, seconds } => write!(
-                f,
-                "livelock at {at}: the thread ran {seconds} s without reaching a scheduling point (pc {pc:#x}); it probably spins waiting for another thread"
-            ),
+            Failure::Livelock { at, pc, seconds, threads } => {
+                write!(
+                    f,
+                    "livelock at {at}: no logged event matched in {seconds} s (pc {pc:#x}); a thread probably spins waiting for another one"
+                )?;
+                for t in threads {
+                    write!(f, "\n  {t}")?;
+                }
+                Ok(())
+            }
             Failure::WrongEnd { expected, observed, .. } => {
                 write!(f, "the program ended differently\n  recorded: {expected}\n  replayed: {observed}")
             }

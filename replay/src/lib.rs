@@ -25,7 +25,10 @@
 //! signals, single steps, the debugger's traps, snapshots), then
 //! `replay_session.rs`. `loader.rs` reads the dynamic loader's state in
 //! the replayed process (the mapped libraries, thread-local variables'
-//! addresses) for the session. `futex.rs` is the emulated wait queues,
+//! addresses) for the session; `symbols.rs` names addresses of the
+//! executable (variables, source lines) for the diagnosis of a stuck
+//! replay (`session/stuck.rs`); `watchdog.rs` ends a replay that stops
+//! making progress. `futex.rs` is the emulated wait queues,
 //! `schedule.rs` the preemptions exploration adds, `sync_trace.rs` what a
 //! failed replay tells exploration, and `position.rs` the coarse position
 //! failures name.
@@ -45,6 +48,7 @@ mod reverse;
 mod replayer;
 pub mod schedule;
 mod session;
+mod symbols;
 mod sync_points;
 mod timeline;
 pub mod sync_trace;

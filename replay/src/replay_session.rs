@@ -456,6 +456,12 @@ impl<'a> ReplaySession<'a> {
         result
     }
 
+    /// When the replay ended a recording killed from outside (SIGKILL),
+    /// what each thread was stuck on there ([`Report::stuck`](crate::Report::stuck)).
+    pub fn stuck(&self) -> &[String] {
+        self.live.stuck()
+    }
+
     /// Where the session is.
     pub fn when(&self) -> When {
         When { mark: self.mark.clone(), events: self.trace.events.len() as u64, epoch: epoch::index_of(self.timeline.boundaries(), &self.mark) }

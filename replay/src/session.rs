@@ -7,7 +7,8 @@
 //! at its next syscall: no thread ever blocks in the kernel. Control moves
 //! only at scheduling points: logged events (seed 000's *pevnt* tests),
 //! futex calls (*psync* tests; futex is emulated in [`crate::futex`]),
-//! thread start and exit.
+//! thread start and exit, and yield points (sched_yield, a futex wait
+//! that returns at once), where a spinning thread lets another run.
 
 mod async_signal;
 mod control;
@@ -16,6 +17,7 @@ mod scheduler;
 mod inspect;
 mod snapshot;
 mod step;
+mod stuck;
 mod traps;
 
 pub(crate) use scheduler::{Goal, Halt};
@@ -51,8 +53,9 @@ pub struct ReplayOptions {
     pub schedule: Schedule,
     /// Compute a digest line at every scheduling point ([`Report::digest`]).
     pub digest: bool,
-    /// How long a thread may run without a scheduling point before the
-    /// replay stops it and reports a livelock.
+    /// How long the replay may go without matching a logged event before
+    /// it stops and reports a livelock (time paused for a debugger does
+    /// not count).
     pub livelock_timeout: Duration,
     /// Output events with a lower index are not echoed to our stdout and
     /// stderr: an earlier replay of the same trace already showed them
@@ -110,6 +113,11 @@ pub struct Report {
     /// The synchronization count of the checkpoint this replay resumed
     /// from (`None`: it started the program).
     pub resumed_at: Option<u64>,
+    /// When the recording ended by SIGKILL from outside (a hung program,
+    /// killed), what each thread was stuck on where the replay ended it
+    /// the same way: one line per live thread, the lock it is blocked on,
+    /// its holder, its source line. Empty otherwise.
+    pub stuck: Vec<String>,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -336,6 +344,8 @@ pub(crate) struct Session<'a> {
     deferred: Option<Halt>,
     /// The process has been reaped ([`Session::drain`]).
     ended: bool,
+    /// [`Report::stuck`].
+    stuck: Vec<String>,
     state: State,
 }
 
@@ -454,6 +464,7 @@ impl<'a> Session<'a> {
             thread_halts: false,
             deferred: None,
             ended: false,
+            stuck: Vec::new(),
             state,
         }
     }
@@ -482,6 +493,7 @@ impl<'a> Session<'a> {
             sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),
             digest: self.state.digest.take().map(Digest::into_lines).unwrap_or_default(),
             resumed_at,
+            stuck: std::mem::take(&mut self.stuck),
         })
     }
 }

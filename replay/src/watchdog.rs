@@ -1,49 +1,136 @@
 //! The livelock watchdog. On one core, a thread that spins waiting for
-//! another thread (with no syscall in its loop) never reaches a scheduling
-//! point, and without performance counters weft cannot preempt it at a
-//! deterministic instruction. Rather than hang, the watchdog stops a thread
-//! that has run longer than the limit (SIGSTOP) and the replay reports a
-//! livelock.
+//! another thread never lets it run: with no syscall in its loop it never
+//! reaches a scheduling point, and without performance counters weft cannot
+//! preempt it at a deterministic instruction; with sched_yield in its loop
+//! the scheduler may switch at each call, but the thread it waits for may
+//! still be unable to run (it waits for its turn in the log).
+//!
+//! So the watchdog measures progress, not syscalls: the replay time since
+//! the last logged event was matched. Past the limit it stops the thread
+//! that runs (SIGSTOP), or tells the scheduler at its next yield point
+//! ([`Watchdog::spun`]), and the replay reports a livelock. Time the replay
+//! spends paused (a debugger holding it at a breakpoint) does not count.
 
 use nix::unistd::Pid;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use weft_record::Tid;
 
-/// Watches the thread the replayer is waiting for.
+/// Watches the replay's progress and the thread the replayer waits for.
 pub struct Watchdog {
-    armed: Arc<Mutex<Option<(Pid, Instant)>>>,
+    clock: Arc<Mutex<Clock>>,
     fired: Arc<AtomicBool>,
+    limit: Duration,
+}
+
+/// What the watchdog knows of the replay.
+#[derive(Debug, Default)]
+struct Clock {
+    /// The thread the replayer waits for while it runs.
+    armed: Option<Pid>,
+    /// The log position (next event to match) at the last progress.
+    pos: usize,
+    /// Replay time since the last progress, not counting the current run.
+    spent: Duration,
+    /// When the current run of the replay loop began (`None`: paused).
+    since: Option<Instant>,
+    /// Yield points since the last progress, per recorded thread: the pc
+    /// of the latest and how many.
+    spins: BTreeMap<Tid, (u64, u64)>,
+}
+
+impl Clock {
+    /// Replay time since the last progress.
+    fn idle(&self) -> Duration {
+        self.spent + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Restarts the idle time if the replay matched events since.
+    fn progress(&mut self, pos: usize) {
+        if pos != self.pos {
+            self.pos = pos;
+            self.spent = Duration::ZERO;
+            self.since = self.since.map(|_| Instant::now());
+            self.spins.clear();
+        }
+    }
 }
 
 impl Watchdog {
-    /// Starts the watchdog thread with a limit of `limit`.
+    /// Starts the watchdog thread with a limit of `limit` without progress.
     pub fn start(limit: Duration) -> Self {
-        let armed: Arc<Mutex<Option<(Pid, Instant)>>> = Arc::default();
+        let clock: Arc<Mutex<Clock>> = Arc::default();
         let fired = Arc::new(AtomicBool::new(false));
-        let (a, f) = (Arc::downgrade(&armed), fired.clone());
+        let (c, f) = (Arc::downgrade(&clock), fired.clone());
         std::thread::spawn(move || loop {
             std::thread::sleep(Duration::from_millis(250).min(limit));
-            let Some(armed) = a.upgrade() else { return };
-            let guard = armed.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((tid, since)) = *guard {
-                if since.elapsed() >= limit && !f.swap(true, Ordering::SeqCst) {
+            let Some(clock) = c.upgrade() else { return };
+            let guard = clock.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(tid) = guard.armed {
+                if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
                     stop(tid);
                 }
             }
         });
-        Self { armed, fired }
+        Self { clock, fired, limit }
+    }
+
+    fn clock(&self) -> std::sync::MutexGuard<'_, Clock> {
+        self.clock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The replay loop runs (again): its time counts from now.
+    pub fn resume(&self) {
+        self.clock().since.get_or_insert_with(Instant::now);
+    }
+
+    /// The replay loop stops (for a debugger): its time stops counting.
+    pub fn pause(&self) {
+        let mut c = self.clock();
+        if let Some(s) = c.since.take() {
+            c.spent += s.elapsed();
+        }
+    }
+
+    /// The replay is at log position `pos` (the index of the next event
+    /// to match): a new position is progress.
+    pub fn progress(&self, pos: usize) {
+        self.clock().progress(pos);
     }
 
     /// The replayer is about to wait for `tid`.
     pub fn arm(&self, tid: Pid) {
-        *self.armed.lock().unwrap_or_else(|e| e.into_inner()) = Some((tid, Instant::now()));
+        self.clock().armed = Some(tid);
     }
 
     /// The wait is over. True if the watchdog stopped the thread.
     pub fn disarm(&self) -> bool {
-        *self.armed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.clock().armed = None;
         self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Thread `rec` yielded at `pc` (sched_yield, a futex wait that
+    /// returned at once) with the replay at log position `pos`. True when
+    /// the replay has gone the limit without progress: it livelocks.
+    pub fn spun(&self, rec: Tid, pc: u64, pos: usize) -> bool {
+        let mut c = self.clock();
+        c.progress(pos);
+        let spin = c.spins.entry(rec).or_default();
+        *spin = (pc, spin.1 + 1);
+        c.idle() >= self.limit && !self.fired.swap(true, Ordering::SeqCst)
+    }
+
+    /// The threads that yielded since the last progress: recorded tid, pc
+    /// of the latest yield, and how many times.
+    pub fn spinners(&self) -> Vec<(Tid, u64, u64)> {
+        self.clock().spins.iter().map(|(&t, &(pc, n))| (t, pc, n)).collect()
+    }
+
+    /// The limit, in whole seconds.
+    pub fn limit_secs(&self) -> u64 {
+        self.limit.as_secs()
     }
 }
 
@@ -53,5 +140,27 @@ fn stop(tid: Pid) {
     // SAFETY: a plain syscall with integer arguments.
     unsafe {
         libc::syscall(libc::SYS_tkill, tid.as_raw(), libc::SIGSTOP);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_time_without_progress_and_while_running_counts() {
+        let w = Watchdog::start(Duration::from_millis(60));
+        w.resume();
+        std::thread::sleep(Duration::from_millis(40));
+        w.progress(1);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!w.spun(7, 0x10, 1), "progress restarted the clock");
+        w.pause();
+        std::thread::sleep(Duration::from_millis(80));
+        w.resume();
+        assert!(!w.spun(7, 0x10, 1), "paused time does not count");
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(w.spun(7, 0x20, 1));
+        assert_eq!(w.spinners(), vec![(7, 0x20, 3)]);
     }
 }

@@ -72,7 +72,8 @@ impl Session<'_> {
                                 return stepped(None);
                             }
                         }
-                        Class::Execute => self.read_altstack(i, &regs),
+                        // sched_yield is a yield point (scheduler.rs).
+                        Class::Execute if nr != libc::SYS_sched_yield => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.state.threads[i].at = At::Entry(entry);

@@ -138,6 +138,7 @@ impl Session<'_> {
     /// Kills the replayed tree as the recording ended (SIGKILL in thread
     /// `rec`) and returns how its first process ended.
     pub(super) fn kill_as_recorded(&mut self, rec: Tid) -> Result<ProcessEnd> {
+        self.note_stuck();
         self.kill_all();
         self.state.last_delivery = Some(Delivery { rec, pc: 0, exact: false });
         self.drain()
@@ -642,7 +643,7 @@ impl Session<'_> {
         }
         let mem = self.state.procs[self.state.threads[i].proc].mem.clone();
         let args = self.futex_args(i, &e.args);
-        match self.state.futexes.call(i, &args, &mut MemWords(&mem)) {
+        match self.state.futexes.call(i, self.state.threads[i].rec as u32, &args, &mut MemWords(&mem)) {
             futex::Action::Block(wait) => {
                 self.state.threads[i].at = At::Blocked(wait);
                 Ok(Step::Switch(None))
@@ -680,7 +681,7 @@ impl Session<'_> {
         if must_change && !self.state.threads[i].woken {
             let mem = self.state.procs[self.state.threads[i].proc].mem.clone();
             let args = self.futex_args(i, &e.args);
-            if let futex::Action::Block(wait) = self.state.futexes.call(i, &args, &mut MemWords(&mem)) {
+            if let futex::Action::Block(wait) = self.state.futexes.call(i, self.state.threads[i].rec as u32, &args, &mut MemWords(&mem)) {
                 self.state.threads[i].at = At::Blocked(wait);
                 return Ok(Step::Switch(None));
             }
@@ -720,15 +721,21 @@ const CLONE3_EXIT_SIGNAL: u64 = 32;
 /// Where [`Session::futex_key`] puts the process index.
 const FUTEX_PROC_SHIFT: u32 = 48;
 
+/// The address of the futex word behind futex key `key`
+/// ([`Session::futex_key`]).
+pub(super) fn futex_address(key: u64) -> u64 {
+    key & ((1 << FUTEX_PROC_SHIFT) - 1)
+}
+
 /// Futex words in one process's memory, addressed by futex key.
 struct MemWords<'a>(&'a Memory);
 
 impl futex::Words for MemWords<'_> {
     fn read_u32(&mut self, key: u64) -> Option<u32> {
-        let b = self.0.read(key & ((1 << FUTEX_PROC_SHIFT) - 1), 4).ok()?;
+        let b = self.0.read(futex_address(key), 4).ok()?;
         Some(u32::from_le_bytes(b.try_into().ok()?))
     }
     fn write_u32(&mut self, key: u64, value: u32) -> Option<()> {
-        self.0.write(key & ((1 << FUTEX_PROC_SHIFT) - 1), &value.to_le_bytes()).ok()
+        self.0.write(futex_address(key), &value.to_le_bytes()).ok()
     }
 }

@@ -7,6 +7,7 @@
 use super::{Advance, At, Grant, Observed, Outcome, ProcessEnd, Session, Step, Thread, Until};
 use crate::digest;
 use crate::failure::Failure;
+use crate::futex;
 use crate::position::Position;
 use crate::sync_points::Op;
 use crate::sync_trace::{Switchable, SyncRecord};
@@ -80,8 +81,17 @@ impl Session<'_> {
         }
     }
 
-    /// Runs the scheduler's loop until `goal` or the end.
+    /// Runs the scheduler's loop until `goal` or the end. The watchdog
+    /// counts the time it runs.
     pub(crate) fn run_to(&mut self, goal: &Goal) -> Result<Halt> {
+        self.watchdog.resume();
+        let halt = self.run_loop(goal);
+        self.watchdog.pause();
+        halt
+    }
+
+    /// The loop of [`Session::run_to`].
+    fn run_loop(&mut self, goal: &Goal) -> Result<Halt> {
         self.thread_halts = goal.thread_events;
         if !goal.thread_events {
             self.deferred = None;
@@ -92,6 +102,7 @@ impl Session<'_> {
             self.state.stepping = None;
         }
         loop {
+            self.watchdog.progress(self.state.pos);
             let cur = self.cur;
             let step = match self.pending.take() {
                 Some(op) => self.point_handled(|s| s.sync_point(cur, op))?,
@@ -146,8 +157,7 @@ impl Session<'_> {
                     let end = self.kill_as_recorded(rec)?;
                     return self.finish(end).map(|o| Some(Halt::Finished(o)));
                 }
-                let seconds = self.opts.livelock_timeout.as_secs();
-                Ok(Some(Halt::Finished(Outcome::Invalid(Failure::Livelock { at: self.position(cur), pc, seconds }))))
+                Ok(Some(Halt::Finished(Outcome::Invalid(self.livelock(cur, pc)))))
             }
         }
     }
@@ -201,7 +211,16 @@ impl Session<'_> {
             }
         }
         match self.state.threads[i].at {
-            At::Entry(e) if e.nr == libc::SYS_futex => self.futex(i, e),
+            At::Entry(e) if e.nr == libc::SYS_sched_yield => {
+                self.execute(i)?;
+                self.yielded(i)
+            }
+            At::Entry(e) if e.nr == libc::SYS_futex => match self.futex(i, e)? {
+                Step::Stay if futex::is_wait(e.args[1]) && self.state.threads[i].regs.rax as i64 == -libc::EAGAIN as i64 => {
+                    self.yielded(i)
+                }
+                step => Ok(step),
+            },
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
             At::Fault(sig) => {
                 let pc = self.state.threads[i].regs.rip;
@@ -223,6 +242,34 @@ impl Session<'_> {
             At::Deliver(_) if self.holds_fatal_signal(i) => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
         }
+    }
+
+    /// A yield point: thread `i` called sched_yield, or a futex wait that
+    /// returned at once (the word had changed), and would run on. It may
+    /// spin waiting for another thread, so another thread runs now: the
+    /// log's next thread if it can run and is not `i`, else the other
+    /// thread that can run code and was switched to longest ago (round
+    /// robin, so a spinner cannot starve the thread it waits for). The
+    /// choice is a function of the replay's state: replays stay
+    /// deterministic. Not a synchronization point: schedules' counts are
+    /// unchanged. Ends the replay when the watchdog's limit passed without
+    /// progress (a livelock), or, when the recording was killed from
+    /// outside and only its end is left, once no other thread can run.
+    pub(super) fn yielded(&mut self, i: usize) -> Result<Step> {
+        let (rec, pc) = (self.state.threads[i].rec, self.state.threads[i].regs.rip);
+        let livelock = self.watchdog.spun(rec, pc, self.state.pos);
+        let other = self.next_owner().filter(|&j| j != i && self.runnable(j)).or_else(|| {
+            let threads = &self.state.threads;
+            (0..threads.len()).filter(|&j| j != i && self.switchable(j)).min_by_key(|&j| (threads[j].last_ran, j))
+        });
+        if let Some(rec) = self.killed_at_end().filter(|_| livelock || other.is_none()) {
+            return Ok(Step::End(self.kill_as_recorded(rec)?));
+        }
+        Ok(match other {
+            _ if livelock => Step::Fail(self.livelock(i, pc)),
+            Some(j) => Step::Switch(Some(j)),
+            None => Step::Stay,
+        })
     }
 
     /// A synchronization point: preempt as the schedule says, else switch
@@ -338,7 +385,7 @@ impl Session<'_> {
             return Ok(j);
         }
         let expected = self.trace.events.get(self.state.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
-        let threads = self.state.threads.iter().map(|t| self.describe_thread(t)).collect();
+        let threads = self.stuck_threads();
         let label = self.next_owner().map_or(0, |j| self.site(j));
         Err(Failure::Deadlock { at: self.position(0), label, expected, threads })
     }

@@ -1,0 +1,153 @@
+//! Spins, priority-inheritance locks and hangs: a thread that spins on
+//! sched_yield lets the thread it waits for run; a replay that cannot
+//! progress ends with a livelock diagnosis within `--livelock-timeout`;
+//! PI mutexes replay; and a deadlocked program killed while recording
+//! replays to that end and says where each thread was stuck.
+
+mod common;
+use common::*;
+use std::io::BufRead;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A spinner on sched_yield that the log runs first: before yield points
+/// the replay spun for ever on one core.
+#[test]
+fn sched_yield_spin_lets_the_other_thread_run() {
+    let prog = program("yieldspin");
+    let trace = trace_dir("yieldspin");
+    let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "spinning\ndone\n", "{}", err(&rec));
+    let start = Instant::now();
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "10"]);
+    assert_replays_as_recorded("yieldspin", &rec, &rep);
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+}
+
+/// A spin on nanosleep(0): every call is a logged event, so the replay
+/// progresses or meets an unmatched event; it never hangs or livelocks.
+#[test]
+fn nanosleep_spin_never_hangs() {
+    let prog = program("nanospin");
+    let trace = trace_dir("nanospin");
+    let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "b\ndone\n", "{}", err(&rec));
+    let start = Instant::now();
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "5"]);
+    assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
+    let text = err(&rep);
+    assert!(text.contains("replay valid") || text.contains("unmatched event"), "{text}");
+    assert!(!text.contains("livelock"), "{text}");
+}
+
+/// A spinner waiting for a word another process wrote while recording:
+/// in the replay nobody writes it. The replay ends after the livelock
+/// timeout (not 120 s, not never) and names the spinning thread and line.
+#[test]
+fn a_spin_that_cannot_progress_ends_with_a_livelock_diagnosis() {
+    let flag = scratch().join("flagspin-word");
+    std::fs::write(&flag, [0u8; 4096]).unwrap();
+    let trace = trace_dir("flagspin");
+    let (child, mut stdout, pid) = record_until_ready(&trace, "flagspin", &[flag.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut bytes = std::fs::read(&flag).unwrap();
+    bytes[0] = 1;
+    std::fs::write(&flag, &bytes).unwrap();
+    let mut seen = String::new();
+    stdout.read_line(&mut seen).unwrap();
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!((seen.as_str(), rec.status.code()), ("seen\n", Some(0)), "pid {pid}: {}", err(&rec));
+
+    let start = Instant::now();
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "3"]);
+    let took = start.elapsed();
+    let text = err(&rep);
+    assert_eq!(rep.status.code(), Some(2), "{text}");
+    assert!(text.contains("livelock") && text.contains("no logged event matched in 3 s"), "{text}");
+    let line = source_line("flagspin", "sched_yield();");
+    assert!(text.contains(" spins at pc ") && text.contains(&format!("flagspin.c:{line}")), "{text}");
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// A mutex with PTHREAD_PRIO_INHERIT under contention: its
+/// FUTEX_LOCK_PI / FUTEX_UNLOCK_PI calls are emulated like other futexes.
+#[test]
+fn priority_inheritance_mutex_replays() {
+    let prog = program("pimutex");
+    let (rec, _) = record_and_replay("pimutex", &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "total 4000\n");
+}
+
+/// Two threads deadlocked on two mutexes, killed with SIGKILL while
+/// recording: the replay ends the same way and says which lock each
+/// thread is blocked on, who holds it, and at which line.
+#[test]
+fn deadlock_killed_while_recording_is_shown() {
+    let trace = trace_dir("deadlock");
+    let (child, _stdout, pid) = record_until_ready(&trace, "deadlock", &[]);
+    wait_until_all_in_futex(pid);
+    // SAFETY: kill takes two integers.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!(rec.status.code(), Some(128 + 9), "{}", err(&rec));
+
+    let rep = replay(&trace, &["--no-explore"]);
+    let text = err(&rep);
+    assert_eq!(rep.status.code(), Some(0), "{text}");
+    assert!(text.contains("the program was killed by SIGKILL in thread"), "{text}");
+    let blocked = |var: &str, waiter: &str| {
+        let line = source_line("deadlock", &format!("/* {waiter} waits here */"));
+        let re = text.lines().find(|l| l.contains(&format!("blocked on mutex `{var}` (0x")) && l.ends_with(&format!("at deadlock.c:{line}")));
+        let l = re.unwrap_or_else(|| panic!("no line for {var} at deadlock.c:{line}:\n{text}"));
+        let holder = l.split("held by thread ").nth(1).and_then(|r| r.split(',').next()).expect("a holder").to_string();
+        let me = l.trim().strip_prefix("thread ").and_then(|r| r.split(' ').next()).expect("a thread").to_string();
+        (me, holder)
+    };
+    let (a, b_holder) = blocked("lock_b", "a");
+    let (b, a_holder) = blocked("lock_a", "b");
+    assert_eq!((b_holder, a_holder), (b.clone(), a.clone()), "each holds what the other wants:\n{text}");
+    assert!(text.contains(&format!("waits for thread {a} to exit")), "main joins a:\n{text}");
+}
+
+/// Starts `weft record` of tests/c/NAME.c with `args`, reads the
+/// "ready PID" line it prints; returns the recorder, its stdout, the pid.
+fn record_until_ready(trace: &std::path::Path, name: &str, args: &[&str]) -> (Child, std::io::BufReader<std::process::ChildStdout>, i32) {
+    let mut child = weft()
+        .args(["record", "-o"])
+        .arg(trace)
+        .arg("--")
+        .arg(program(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weft record");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid = line.strip_prefix("ready ").and_then(|p| p.trim().parse::<i32>().ok()).expect("ready PID");
+    (child, stdout, pid)
+}
+
+/// Waits until every thread of `pid` is blocked in futex(2)
+/// (/proc/PID/task/TID/syscall, proc(5)), for at most a minute.
+fn wait_until_all_in_futex(pid: i32) {
+    let futex = format!("{} ", libc::SYS_futex);
+    let all_blocked = || {
+        let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect()).unwrap_or_default();
+        tasks.len() == 3
+            && tasks.iter().all(|t| std::fs::read_to_string(t.path().join("syscall")).is_ok_and(|s| s.starts_with(&futex)))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !all_blocked() {
+        assert!(Instant::now() < deadline, "{pid} never deadlocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The 1-based line of tests/c/NAME.c that contains `text`.
+fn source_line(name: &str, text: &str) -> usize {
+    let src = std::fs::read_to_string(format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    1 + src.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text} not in {name}.c"))
+}
