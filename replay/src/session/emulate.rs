@@ -6,7 +6,7 @@
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
 use crate::futex;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -294,7 +294,7 @@ impl Session<'_> {
             }));
         }
         let path = self.trace.file_path(&file.copy);
-        let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        let data = self.trace.copy_bytes(file)?;
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
         let p = self.state.threads[i].proc;
