@@ -72,10 +72,17 @@ impl Store {
     }
 }
 
-/// Creates `dir` and its missing parents with mode 0700, and gives `dir`
-/// itself mode 0700 whatever the umask (which can narrow a requested mode).
+/// Creates `dir` and its missing parents, each with mode 0700 whatever the
+/// umask (which can narrow a requested mode, even to no access at all),
+/// and gives `dir` itself mode 0700 if it existed.
 pub fn make_private_dir(dir: &Path) -> io::Result<()> {
-    fs::DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)?;
+    let missing: Vec<&Path> = dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).collect();
+    for d in missing.into_iter().rev() {
+        match fs::DirBuilder::new().mode(DIR_MODE).create(d) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => fs::set_permissions(d, fs::Permissions::from_mode(DIR_MODE))?,
+        }
+    }
     fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
 }
 
