@@ -39,36 +39,30 @@ impl Store {
     }
 
     /// Puts a copy of `src` into the store (once per content) and returns
-    /// its hash and the entry's path. An entry found with the same hash but
-    /// other bytes (xxh3 is not collision-resistant) is never used: the new
-    /// copy is returned under a unique name instead. Errors: reading `src`,
-    /// writing the store.
+    /// its hash and the entry's path. An existing entry is reused only when
+    /// its bytes are `src`'s (xxh3 is not collision-resistant), which costs
+    /// two reads and no write; otherwise the copy gets a name of its own.
+    /// Errors: reading `src`, writing the store.
     pub fn put(&self, src: &Path) -> io::Result<(u64, PathBuf)> {
         make_private_dir(&self.dir)?;
-        let tmp = self.dir.join(unique_name(".tmp"));
-        let hash = match copy_hashed(src, &tmp) {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        };
+        let exec = fs::metadata(src)?.permissions().mode() & 0o111 != 0;
+        let hash = hash_file(src)?;
         let entry = self.dir.join(format!("{hash:016x}"));
-        if !entry.exists() {
-            fs::rename(&tmp, &entry)?;
+        if entry.exists() && same_bytes(src, &entry)? {
+            if exec {
+                fs::set_permissions(&entry, fs::Permissions::from_mode(COPY_EXEC_MODE))?;
+            }
             return Ok((hash, entry));
         }
-        if !same_bytes(&tmp, &entry)? {
-            let own = self.dir.join(unique_name(&format!("{hash:016x}")));
-            fs::rename(&tmp, &own)?;
-            return Ok((hash, own));
-        }
-        let wanted = fs::metadata(&tmp)?.permissions().mode() & 0o777;
-        fs::remove_file(&tmp)?;
-        if wanted == COPY_EXEC_MODE {
-            fs::set_permissions(&entry, fs::Permissions::from_mode(COPY_EXEC_MODE))?;
-        }
-        Ok((hash, entry))
+        let tmp = self.dir.join(unique_name(".tmp"));
+        // The copy's own hash: `src` may have changed since it was hashed.
+        let hash = copy_hashed(src, &tmp).inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })?;
+        let entry = self.dir.join(format!("{hash:016x}"));
+        let name = if entry.exists() { self.dir.join(unique_name(&format!("{hash:016x}"))) } else { entry };
+        fs::rename(&tmp, &name)?;
+        Ok((hash, name))
     }
 }
 

@@ -97,7 +97,7 @@ pub enum TraceError {
     /// the original; a copy may have been edited).
     #[error("{path}: changed since the recording: {what}")]
     Changed {
-        /// The trace's link to the file.
+        /// The trace's copy of the file.
         path: PathBuf,
         /// Which bytes differ.
         what: String,
@@ -228,7 +228,7 @@ impl TraceWriter {
             }
             None => store::copy_hashed(path, &dest).map_err(io_err(path))?,
         };
-        Ok(self.placed(path, &md, copy, &dest, hash)?)
+        self.placed(path, &md, copy, &dest, hash)
     }
 
     /// A copy of `path`, whose metadata is `md`, for slices of big reads:
