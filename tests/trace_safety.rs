@@ -84,6 +84,13 @@ fn a_trace_is_private_whatever_the_umask() {
         unsafe { cmd.pre_exec(move || { libc::umask(umask); Ok(()) }) };
         let rec = cmd.output().unwrap();
         assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        let mut cmd = weft();
+        cmd.args(["replay", "-a"]).arg(&trace).stdout(Stdio::null());
+        // SAFETY: as above.
+        unsafe { cmd.pre_exec(move || { libc::umask(umask); Ok(()) }) };
+        let rep = cmd.output().unwrap();
+        assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+        assert_eq!(mode(&trace.join("schedule")), 0o600, "the schedule a replay saves");
         assert_eq!(mode(&trace), 0o700, "umask {umask:o}");
         assert_eq!(mode(&trace.join("files")), 0o700);
         assert_eq!(mode(&trace.join("events")), 0o600);
@@ -122,6 +129,7 @@ fn copies_of_others_files_are_never_links_and_traces_share_them() {
 
 /// Runs `cmd` with stdout discarded and returns its exit code, stderr,
 /// and peak resident set size in KiB (wait4(2)'s rusage of that child).
+#[allow(clippy::zombie_processes)] // reaped by wait4(2), for its rusage
 fn run_measured(mut cmd: Command, name: &str) -> (i32, String, i64) {
     let log = scratch().join(format!("{name}.stderr"));
     let child = cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();

@@ -129,7 +129,9 @@ pub struct TraceWriter {
     store: Option<Store>,
 }
 
-/// What the recorder hands the writer thread.
+/// What the recorder hands the writer thread. Events, the common case,
+/// are not boxed: that would be one more allocation per event.
+#[allow(clippy::large_enum_variant)]
 enum Record {
     Meta(Box<Meta>),
     Event(Event),
