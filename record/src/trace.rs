@@ -220,13 +220,14 @@ impl TraceWriter {
         }
         let copy = self.copy_name(path);
         let dest = self.dir.join("files").join(&copy);
-        let hash = match &self.store {
-            Some(store) => {
-                let (hash, entry) = store.put(path).map_err(io_err(path))?;
-                if fs::hard_link(&entry, &dest).is_err() {
-                    store::copy_hashed(&entry, &dest).map_err(io_err(&dest))?;
-                }
-                hash
+        let stored = self.store.as_ref().map(|store| store.put(path));
+        let hash = match stored {
+            Some(Ok((hash, entry))) if fs::hard_link(&entry, &dest).is_ok() => hash,
+            Some(Ok((_, entry))) => store::copy_hashed(&entry, &dest).map_err(io_err(&dest))?,
+            Some(Err(e)) => {
+                // A broken store costs sharing, not the recording.
+                tracing::warn!("cannot put {} into the store: {e}; copying it into the trace", path.display());
+                store::copy_hashed(path, &dest).map_err(io_err(path))?
             }
             None => store::copy_hashed(path, &dest).map_err(io_err(path))?,
         };
@@ -631,6 +632,30 @@ mod tests {
         let tmp = damaged_trace(|_| 12 + 3, 0x40); // high byte of the meta frame's length
         let msg = Trace::open(tmp.path()).err().unwrap().to_string();
         assert!(msg.contains("header checksum mismatch") && msg.contains("offset 12"), "{msg}");
+    }
+
+    #[test]
+    fn a_zstd_frame_must_declare_a_bounded_size() {
+        let raw = vec![7u8; 4096];
+        let undeclared = zstd::stream::encode_all(&raw[..], 1).unwrap();
+        assert_eq!(decompress(&undeclared).unwrap_err(), "zstd frame does not declare its size");
+        let declared = zstd::bulk::compress(&raw, 1).unwrap();
+        assert_eq!(decompress(&declared).unwrap(), raw);
+    }
+
+    #[test]
+    fn bytes_after_the_end_event_refuse_the_trace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = TraceWriter::create(tmp.path()).unwrap();
+        w.write_meta(&meta()).unwrap();
+        w.write_event(Event { tid: 100, label: 0, kind: EventKind::End(crate::event::End::Exited(0)) }).unwrap();
+        w.finish().unwrap();
+        assert!(Trace::open(tmp.path()).unwrap().damage.is_none());
+        let path = tmp.path().join("events");
+        let len = fs::metadata(&path).unwrap().len();
+        File::options().append(true).open(&path).unwrap().write_all(b"x").unwrap();
+        let msg = Trace::open(tmp.path()).err().unwrap().to_string();
+        assert!(msg.ends_with(&format!("corrupt record at offset {len}: 1 bytes after the End event")), "{msg}");
     }
 
     #[test]
