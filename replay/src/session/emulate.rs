@@ -442,11 +442,11 @@ impl Session<'_> {
 
     /// The first file of exec `x` (executable, dynamic loader) whose
     /// contents, as process `pid` now maps them, differ from the trace's
-    /// copy, by path.
+    /// copy (or whose copy fails its size and hash check), by path.
     fn changed_file(&self, pid: Pid, x: &Exec) -> Option<String> {
         let exe = std::fs::read(format!("/proc/{pid}/exe")).ok();
         x.files.iter().enumerate().find_map(|(k, f)| {
-            let copy = std::fs::read(self.trace.file_path(&f.copy)).ok();
+            let copy = self.trace.copy_bytes(f).ok();
             let now = if k == 0 { exe.clone() } else { std::fs::read(OsStr::from_bytes(&f.path)).ok() };
             (copy.is_none() || copy != now).then(|| String::from_utf8_lossy(&f.path).into_owned())
         })
