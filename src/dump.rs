@@ -1,9 +1,9 @@
 //! `weft dump` and `weft ls`: a trace's events, readable or as JSON lines.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use std::io::Write;
-use std::path::Path;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use weft_record::event::{dump_line, signal_name, Event, EventKind};
 use weft_record::{syscalls, Trace};
 
@@ -63,10 +63,29 @@ fn event_json(index: usize, e: &Event) -> Value {
 }
 
 /// Prints the trace at `dir` to stdout. A damaged tail is reported on
-/// stderr after the readable events, and makes the result an error.
+/// stderr after the readable events, and so is a missing End event (a
+/// killed recorder); both make the result an error.
 pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
     let trace = Trace::open(dir)?;
-    let mut out = std::io::stdout().lock();
+    if quiet_if_reader_quit(print_trace(dir, &trace, as_json))? {
+        return Ok(());
+    }
+    if let Some(d) = trace.damage {
+        return Err(d.into());
+    }
+    match trace.events.last() {
+        Some(Event { kind: EventKind::End(_), .. }) => Ok(()),
+        _ => bail!(
+            "{}: incomplete trace: no End event after {} events (the recorder was killed?)",
+            dir.join("events").display(),
+            trace.events.len()
+        ),
+    }
+}
+
+/// Writes `trace`, read from `dir`, to stdout: text or JSON lines.
+fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
+    let mut out = io::stdout().lock();
     if as_json {
         let m = &trace.meta;
         let meta = json!({
@@ -98,11 +117,7 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
             writeln!(out, "{}", dump_line(i, e))?;
         }
     }
-    out.flush()?;
-    match trace.damage {
-        Some(d) => Err(d.into()),
-        None => Ok(()),
-    }
+    out.flush()
 }
 
 /// `weft ps`: the processes of the trace at `dir`, as `rr ps` lists them.
@@ -118,9 +133,15 @@ pub fn ps(dir: &Path) -> Result<()> {
 
 /// Lists the recorded traces, one line each: directory, events, command.
 pub fn ls() -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    for dir in weft_record::dirs::list_traces()? {
-        match Trace::open(&dir) {
+    quiet_if_reader_quit(print_list(&weft_record::dirs::list_traces()?))?;
+    Ok(())
+}
+
+/// Writes one line per trace directory in `dirs` to stdout.
+fn print_list(dirs: &[PathBuf]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    for dir in dirs {
+        match Trace::open(dir) {
             Ok(t) => {
                 let argv: Vec<_> = t.meta.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
                 let end = match t.events.last().map(|e| &e.kind) {
@@ -132,5 +153,16 @@ pub fn ls() -> Result<()> {
             Err(e) => writeln!(out, "{}\tunreadable: {e}", dir.display())?,
         }
     }
-    Ok(())
+    out.flush()
+}
+
+/// Whether printing stopped because the reader of stdout went away
+/// (EPIPE: `weft dump | head` once head has its lines). That ends weft
+/// quietly, with status 0, as SIGPIPE silently ends other Unix tools
+/// (Rust ignores SIGPIPE, so the write fails instead). Other errors pass.
+fn quiet_if_reader_quit(printed: io::Result<()>) -> io::Result<bool> {
+    match printed {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(true),
+        other => other.map(|()| false),
+    }
 }

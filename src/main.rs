@@ -7,6 +7,7 @@ mod dump;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
@@ -102,7 +103,8 @@ fn main() {
     let code = match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("weft: error: {e:#}");
+            // Not eprintln!, which panics when stderr is a closed pipe.
+            let _ = writeln!(std::io::stderr(), "weft: error: {e:#}");
             1
         }
     };
@@ -198,13 +200,16 @@ fn record(output: Option<PathBuf>, program: OsString, args: Vec<OsString>) -> Re
     argv.extend(args);
     let opts = weft_record::RecordOptions { program: path, argv, trace_dir: trace_dir.clone() };
     let recording = weft_record::record(&opts)?;
-    dirs::set_latest(&trace_dir)?;
     eprintln!(
         "weft: recorded {} events to {} ({})",
         recording.events,
         trace_dir.display(),
         recording.end
     );
+    // The program's exit status is the result, whatever became of the link.
+    if let Err(e) = dirs::set_latest(&trace_dir) {
+        eprintln!("weft: error: latest-trace not updated: {e:#}");
+    }
     Ok(exit_code(&recording.end))
 }
 

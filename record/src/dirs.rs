@@ -1,8 +1,10 @@
 //! Where traces live: `$XDG_DATA_HOME/weft/<prog>-<n>` (falling back to
 //! `~/.local/share/weft`), with a `latest-trace` link to the newest, as rr
-//! keeps `~/.local/share/rr`.
+//! keeps `~/.local/share/rr`. The root and every trace are private to the
+//! user (0700): traces hold the programs' inputs.
 
-use anyhow::{anyhow, Context, Result};
+use crate::store::make_private_dir;
+use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 /// The directory that holds all traces.
@@ -21,7 +23,7 @@ pub fn trace_root() -> Result<PathBuf> {
 /// `<root>/<basename>-<n>` with the smallest unused n.
 pub fn new_trace_dir(prog: &Path) -> Result<PathBuf> {
     let root = trace_root()?;
-    std::fs::create_dir_all(&root).with_context(|| format!("create {}", root.display()))?;
+    make_private_dir(&root).with_context(|| format!("create {}", root.display()))?;
     let base = prog.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
     (0..)
         .map(|n| root.join(format!("{base}-{n}")))
@@ -30,22 +32,41 @@ pub fn new_trace_dir(prog: &Path) -> Result<PathBuf> {
 }
 
 /// Points `<root>/latest-trace` at `dir` (replacing the link atomically).
+/// Errors name the path: in particular a `latest-trace` that is not a
+/// symbolic link (a directory, say) is left alone and reported.
 pub fn set_latest(dir: &Path) -> Result<()> {
     let root = trace_root()?;
-    std::fs::create_dir_all(&root)?;
+    make_private_dir(&root).with_context(|| format!("create {}", root.display()))?;
+    let link = latest_link(&root)?;
     let tmp = root.join(format!(".latest-trace.{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(std::fs::canonicalize(dir)?, &tmp)?;
-    std::fs::rename(&tmp, root.join("latest-trace"))?;
-    Ok(())
+    let target = std::fs::canonicalize(dir).with_context(|| format!("{}", dir.display()))?;
+    std::os::unix::fs::symlink(target, &tmp).with_context(|| format!("create {}", tmp.display()))?;
+    std::fs::rename(&tmp, &link).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!(e).context(format!("cannot replace {}", link.display()))
+    })
 }
 
-/// The trace a command should use: `given`, or the `latest-trace` link.
+/// `<root>/latest-trace`, which must be a symbolic link if it exists.
+fn latest_link(root: &Path) -> Result<PathBuf> {
+    let link = root.join("latest-trace");
+    match std::fs::symlink_metadata(&link) {
+        Ok(md) if !md.file_type().is_symlink() => {
+            bail!("{} is not a symbolic link to a trace; move it away so that weft can keep the link there", link.display())
+        }
+        _ => Ok(link),
+    }
+}
+
+/// The trace a command should use: `given`, or the trace the
+/// `latest-trace` link points at. Errors: no link, a dangling one, or a
+/// `latest-trace` that is not a link (each naming the path).
 pub fn resolve_trace(given: Option<&Path>) -> Result<PathBuf> {
     match given {
         Some(p) => Ok(p.to_path_buf()),
         None => {
-            let link = trace_root()?.join("latest-trace");
+            let link = latest_link(&trace_root()?)?;
             std::fs::canonicalize(&link)
                 .with_context(|| format!("no trace given and no {} (record one with `weft record`)", link.display()))
         }

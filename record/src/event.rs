@@ -46,6 +46,8 @@ pub struct MappedFile {
     pub copy: String,
     /// Size of the file when it was recorded, in bytes.
     pub size: u64,
+    /// xxh3-64 of the copy's bytes, checked when a replay reads the copy.
+    pub hash: u64,
 }
 
 /// One logged event.

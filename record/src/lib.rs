@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod dirs;
 pub mod event;
 pub mod recorder;
+pub mod store;
 pub mod syscalls;
 pub mod trace;
 pub mod tracee;

@@ -402,11 +402,11 @@ impl Recorder {
         Ok(s)
     }
 
-    /// For a large read or pread64 from a regular file that can be
-    /// hard-linked into the trace: the slice of that link holding `bytes`,
+    /// For a large read or pread64 from a regular file: the slice of the
+    /// trace's copy of it ([`TraceWriter::link_file`]) holding `bytes`,
     /// which the program just read. `None` otherwise (the bytes go into the
-    /// log): small reads, pipes and sockets, deleted or renamed files,
-    /// files on another filesystem.
+    /// log): small reads, pipes and sockets, deleted or renamed files, the
+    /// user's own files on another filesystem.
     fn file_slice(&mut self, pid: Pid, e: &Entry, bytes: &[u8]) -> Option<FileSlice> {
         if bytes.len() < FILE_SLICE_MIN || !matches!(e.nr, libc::SYS_read | libc::SYS_pread64) {
             return None;

@@ -2,19 +2,25 @@
 //! checksummed frames, and `files/`, the copies of every file the program
 //! mapped. The layout is specified in docs/trace-format.md.
 //!
+//! A trace holds the program's input, so it is private whatever the umask:
+//! directories 0700, the events file 0600, copies read-only (0400) in weft's
+//! content-addressed [`crate::store`]. Reading it trusts none of its bytes:
+//! every allocation they size is bounded first.
+//!
 //! Writing is crash-safe by construction: a frame is only ever appended, and
 //! the writer hands complete frames to the kernel while the program runs, so
 //! a recorder killed with SIGKILL leaves a file whose every complete frame
 //! reads back. Reading stops at the first incomplete or damaged frame and
 //! reports it with the file and byte offset.
 
-use crate::event::{Contents, Event, MappedFile, Meta};
+use crate::event::{Contents, Event, EventKind, MappedFile, Meta};
+use crate::store::{self, Store};
 use serde::{de::DeserializeOwned, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -22,7 +28,7 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).
@@ -35,8 +41,13 @@ const COMPRESS_MIN: usize = 256;
 const BULK_MIN: usize = 64 << 10;
 /// zstd level for bulk payloads.
 const BULK_LEVEL: i32 = -20;
-/// Frames above this size (bytes) are refused as corrupt when reading.
+/// Frames above this size (bytes) are refused as corrupt when reading, and
+/// so are payloads that decompress to more: the format's maximum record.
+/// A record this large would need a single read(2) of 1 GiB from a pipe,
+/// socket or device.
 const FRAME_MAX: u32 = 1 << 30;
+/// Mode of the events file: the owner's only.
+const EVENTS_MODE: u32 = 0o600;
 /// Longest time buffered frames wait before they are handed to the kernel.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
@@ -81,11 +92,12 @@ pub enum TraceError {
         /// What is wrong with it.
         what: String,
     },
-    /// A file the trace hard-linked no longer holds what the program read
-    /// (a hard link shares its contents with the original).
+    /// A copy in the trace no longer holds what the program read or
+    /// mapped (a hard link to the user's own file shares its contents with
+    /// the original; a copy may have been edited).
     #[error("{path}: changed since the recording: {what}")]
     Changed {
-        /// The trace's link to the file.
+        /// The trace's copy of the file.
         path: PathBuf,
         /// Which bytes differ.
         what: String,
@@ -113,9 +125,13 @@ pub struct TraceWriter {
     worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
     /// Copies already made, by (device, inode, size, mtime).
     copies: HashMap<(u64, u64, u64, i64), MappedFile>,
+    /// The shared store copies go into, when the trace is on its filesystem.
+    store: Option<Store>,
 }
 
-/// What the recorder hands the writer thread.
+/// What the recorder hands the writer thread. Events, the common case,
+/// are not boxed: that would be one more allocation per event.
+#[allow(clippy::large_enum_variant)]
 enum Record {
     Meta(Box<Meta>),
     Event(Event),
@@ -124,11 +140,23 @@ enum Record {
 
 impl TraceWriter {
     /// Creates `dir` (which must not exist yet, or be empty) with an empty
-    /// `events` file and a `files/` directory, and starts the writer thread.
+    /// `events` file and a `files/` directory, private to the user whatever
+    /// the umask (0700 and 0600), and starts the writer thread. Copies go to
+    /// the store under [`crate::dirs::trace_root`] when `dir` is on its
+    /// filesystem, else straight into `files/`.
     pub fn create(dir: &Path) -> Result<Self, TraceError> {
-        fs::create_dir_all(dir.join("files")).map_err(io_err(dir))?;
+        store::make_private_dir(dir).map_err(io_err(dir))?;
+        let files = dir.join("files");
+        store::make_private_dir(&files).map_err(io_err(&files))?;
         let path = dir.join("events");
-        let file = File::options().write(true).create_new(true).open(&path).map_err(io_err(&path))?;
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(EVENTS_MODE)
+            .open(&path)
+            .and_then(|f| f.set_permissions(fs::Permissions::from_mode(EVENTS_MODE)).map(|_| f))
+            .map_err(io_err(&path))?;
+        let store = crate::dirs::trace_root().ok().and_then(|root| Store::for_trace(root.join("store"), dir));
         let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file) };
         frames.header()?;
         let (tx, rx) = mpsc::channel();
@@ -136,7 +164,7 @@ impl TraceWriter {
             .name("weft-trace-writer".into())
             .spawn(move || frames.run(rx))
             .map_err(io_err(dir))?;
-        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), copies: HashMap::new() })
+        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), copies: HashMap::new(), store })
     }
 
     /// The trace directory.
@@ -183,42 +211,72 @@ impl TraceWriter {
         Err(TraceError::Io { path: self.dir.join("events"), source: std::io::Error::other("trace writer stopped") })
     }
 
-    /// Copies (or hard-links, when on the same filesystem) `path` into
-    /// `files/`, once per distinct file, and describes the copy.
+    /// Copies `path` into the trace (through the store), once per distinct
+    /// file, and describes the copy.
     pub fn copy_file(&mut self, path: &Path) -> Result<MappedFile, TraceError> {
         let md = fs::metadata(path).map_err(io_err(path))?;
-        Ok(self.place_file(path, &md, true)?.expect("a copy is always placed"))
+        if let Some(done) = self.copies.get(&file_key(&md)) {
+            return Ok(done.clone());
+        }
+        let copy = self.copy_name(path);
+        let dest = self.dir.join("files").join(&copy);
+        let stored = self.store.as_ref().map(|store| store.put(path));
+        let hash = match stored {
+            Some(Ok((hash, entry))) if fs::hard_link(&entry, &dest).is_ok() => hash,
+            Some(Ok((_, entry))) => store::copy_hashed(&entry, &dest).map_err(io_err(&dest))?,
+            Some(Err(e)) => {
+                // A broken store costs sharing, not the recording.
+                tracing::warn!("cannot put {} into the store: {e}; copying it into the trace", path.display());
+                store::copy_hashed(path, &dest).map_err(io_err(path))?
+            }
+            None => store::copy_hashed(path, &dest).map_err(io_err(path))?,
+        };
+        self.placed(path, &md, copy, &dest, hash)
     }
 
-    /// Hard-links `path`, whose metadata is `md`, into `files/` (once per
-    /// distinct file) and describes the link; `Ok(None)` when it cannot be
-    /// linked (another filesystem) and would have to be copied.
+    /// A copy of `path`, whose metadata is `md`, for slices of big reads:
+    /// a hard link when the recording user (not root) owns the file, which
+    /// spares a copy of a big input, else a copy as [`Self::copy_file`]
+    /// makes (an edit or chmod through a link to a file of root's or of
+    /// another user's would change that file). `Ok(None)` when the file is
+    /// the user's but cannot be linked (another filesystem).
     pub fn link_file(&mut self, path: &Path, md: &fs::Metadata) -> Result<Option<MappedFile>, TraceError> {
-        self.place_file(path, md, false)
-    }
-
-    fn place_file(&mut self, path: &Path, md: &fs::Metadata, may_copy: bool) -> Result<Option<MappedFile>, TraceError> {
-        let key = (md.dev(), md.ino(), md.size(), md.mtime());
-        if let Some(done) = self.copies.get(&key) {
+        if let Some(done) = self.copies.get(&file_key(md)) {
             return Ok(Some(done.clone()));
         }
-        let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let copy = format!("{}-{}", self.copies.len(), base);
+        // SAFETY: geteuid(2) cannot fail and touches no memory.
+        let me = unsafe { libc::geteuid() };
+        if me == 0 || md.uid() != me {
+            return self.copy_file(path).map(Some);
+        }
+        let copy = self.copy_name(path);
         let dest = self.dir.join("files").join(&copy);
         if fs::hard_link(path, &dest).is_err() {
-            if !may_copy {
-                return Ok(None);
-            }
-            fs::copy(path, &dest).map_err(io_err(path))?;
+            return Ok(None);
         }
-        let mapped = MappedFile {
-            path: path.as_os_str().as_encoded_bytes().to_vec(),
-            copy,
-            size: md.size(),
-        };
-        self.copies.insert(key, mapped.clone());
-        Ok(Some(mapped))
+        let hash = store::hash_file(&dest).map_err(io_err(&dest))?;
+        Ok(Some(self.placed(path, md, copy, &dest, hash)?))
     }
+
+    /// `<n>-<basename>`: the name of the next copy under `files/`.
+    fn copy_name(&self, path: &Path) -> String {
+        let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("{}-{}", self.copies.len(), base)
+    }
+
+    /// Remembers and describes the copy `dest` (named `copy`) of `path`,
+    /// whose metadata was `md`, holding bytes that hash to `hash`.
+    fn placed(&mut self, path: &Path, md: &fs::Metadata, copy: String, dest: &Path, hash: u64) -> Result<MappedFile, TraceError> {
+        let size = fs::metadata(dest).map_err(io_err(dest))?.len();
+        let mapped = MappedFile { path: path.as_os_str().as_encoded_bytes().to_vec(), copy, size, hash };
+        self.copies.insert(file_key(md), mapped.clone());
+        Ok(mapped)
+    }
+}
+
+/// What tells distinct files apart: (device, inode, size, mtime).
+fn file_key(md: &fs::Metadata) -> (u64, u64, u64, i64) {
+    (md.dev(), md.ino(), md.size(), md.mtime())
 }
 
 /// The writer thread's side: frames records into the events file.
@@ -265,6 +323,13 @@ impl FrameWriter {
             offset: 0,
             what: format!("cannot encode: {e}"),
         })?;
+        if raw.len() > FRAME_MAX as usize {
+            return Err(TraceError::Corrupt {
+                path: self.path.clone(),
+                offset: 0,
+                what: format!("cannot write a record of {} bytes: the format's maximum is {FRAME_MAX}", raw.len()),
+            });
+        }
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
             let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
             (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&self.path))?)
@@ -297,9 +362,10 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Reads the trace in `dir`. Fails when `dir` is not a trace or its meta
-    /// record is unreadable; damage after the meta record stops reading and
-    /// is kept in [`Trace::damage`].
+    /// Reads the trace in `dir`. Fails when `dir` is not a trace, its meta
+    /// record is unreadable, or anything follows the End event (a crash
+    /// cannot leave that: the file was altered); damage after the meta
+    /// record stops reading and is kept in [`Trace::damage`].
     pub fn open(dir: &Path) -> Result<Self, TraceError> {
         let path = dir.join("events");
         if !path.is_file() {
@@ -330,6 +396,10 @@ impl Trace {
                     break;
                 }
             }
+            if matches!(events.last(), Some(Event { kind: EventKind::End(_), .. })) && frames.offset < bytes.len() {
+                let what = format!("{} bytes after the End event", bytes.len() - frames.offset);
+                return Err(TraceError::Corrupt { path: path.clone(), offset: frames.offset as u64, what });
+            }
         }
         Ok(Self { dir: dir.to_path_buf(), meta, events, damage })
     }
@@ -337,6 +407,40 @@ impl Trace {
     /// Path of a copied file (a [`MappedFile::copy`] name) in this trace.
     pub fn file_path(&self, copy: &str) -> PathBuf {
         self.dir.join("files").join(copy)
+    }
+
+    /// The bytes of the trace's copy of `file`, checked against the size
+    /// and hash taken at the recording. Errors: a copy name that leaves
+    /// `files/`, a missing or unreadable copy, or one whose size or bytes
+    /// changed since the recording (the message names the copy and the
+    /// file it stands for).
+    pub fn copy_bytes(&self, file: &MappedFile) -> Result<Vec<u8>, TraceError> {
+        let (path, mut f) = self.open_copy(&file.copy)?;
+        let len = f.metadata().map_err(io_err(&path))?.len();
+        let original = String::from_utf8_lossy(&file.path);
+        if len != file.size {
+            let what = format!("{len} bytes, the recorded {original} had {}", file.size);
+            return Err(TraceError::Changed { path, what });
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        f.read_to_end(&mut bytes).map_err(io_err(&path))?;
+        if xxhash_rust::xxh3::xxh3_64(&bytes) != file.hash {
+            let what = format!("its bytes differ from the recorded {original} (xxh3-64 mismatch)");
+            return Err(TraceError::Changed { path, what });
+        }
+        Ok(bytes)
+    }
+
+    /// Opens the copy named `copy` under `files/`, refusing names that are
+    /// not a plain file name (a crafted trace must not read other files).
+    fn open_copy(&self, copy: &str) -> Result<(PathBuf, File), TraceError> {
+        let path = self.file_path(copy);
+        if copy.is_empty() || copy.contains('/') || copy == "." || copy == ".." {
+            let what = format!("copy name {copy:?} is not a file name");
+            return Err(TraceError::Corrupt { path: self.dir.join("events"), offset: 0, what });
+        }
+        let file = File::open(&path).map_err(io_err(&path))?;
+        Ok((path, file))
     }
 
     /// The bytes `data` stands for: inline, or read from the trace's link
@@ -348,9 +452,13 @@ impl Trace {
             Contents::Bytes(b) => return Ok(Cow::Borrowed(b)),
             Contents::File(slice) => slice,
         };
-        let path = self.file_path(&slice.file.copy);
+        let (path, file) = self.open_copy(&slice.file.copy)?;
+        let len = file.metadata().map_err(io_err(&path))?.len();
+        if slice.offset.checked_add(slice.len).is_none_or(|end| end > len) {
+            let what = format!("{len} bytes, too short for bytes {}..+{} the program read", slice.offset, slice.len);
+            return Err(TraceError::Changed { path, what });
+        }
         let mut bytes = vec![0; slice.len as usize];
-        let file = File::open(&path).map_err(io_err(&path))?;
         file.read_exact_at(&mut bytes, slice.offset).map_err(io_err(&path))?;
         if xxhash_rust::xxh3::xxh3_64(&bytes) != slice.hash {
             let what = format!("bytes {}..{} differ from what the program read", slice.offset, slice.offset + slice.len);
@@ -397,15 +505,36 @@ impl Frames<'_> {
         }
         self.offset += HEADER_LEN + len as usize;
         let raw = if flags & FLAG_ZSTD != 0 {
-            match zstd::stream::decode_all(payload) {
+            match decompress(payload) {
                 Ok(raw) => raw,
-                Err(e) => return Some(Err(corrupt(format!("bad zstd data: {e}")))),
+                Err(what) => return Some(Err(corrupt(what))),
             }
         } else {
             payload.to_vec()
         };
         Some(bincode::deserialize(&raw).map_err(|e| corrupt(format!("undecodable record: {e}"))))
     }
+}
+
+/// Decompresses a zstd payload into at most the size its frame header
+/// declares, which must be at most [`FRAME_MAX`]: a small frame that
+/// unpacks to gigabytes (a "zstd bomb") is refused before anything is
+/// allocated. weft's writer always declares the size (zstd's one-shot
+/// compression does). Errors: what is wrong, for a corrupt-record message.
+fn decompress(payload: &[u8]) -> Result<Vec<u8>, String> {
+    let size = match zstd::zstd_safe::get_frame_content_size(payload) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err("zstd frame does not declare its size".into()),
+        Err(_) => return Err("bad zstd frame header".into()),
+    };
+    if size > u64::from(FRAME_MAX) {
+        return Err(format!("zstd frame declares {size} bytes, more than the format's maximum {FRAME_MAX}"));
+    }
+    let raw = zstd::bulk::decompress(payload, size as usize).map_err(|e| format!("bad zstd data: {e}"))?;
+    if raw.len() as u64 != size {
+        return Err(format!("zstd frame declares {size} bytes and holds {}", raw.len()));
+    }
+    Ok(raw)
 }
 
 #[cfg(test)]
@@ -503,6 +632,30 @@ mod tests {
         let tmp = damaged_trace(|_| 12 + 3, 0x40); // high byte of the meta frame's length
         let msg = Trace::open(tmp.path()).err().unwrap().to_string();
         assert!(msg.contains("header checksum mismatch") && msg.contains("offset 12"), "{msg}");
+    }
+
+    #[test]
+    fn a_zstd_frame_must_declare_a_bounded_size() {
+        let raw = vec![7u8; 4096];
+        let undeclared = zstd::stream::encode_all(&raw[..], 1).unwrap();
+        assert_eq!(decompress(&undeclared).unwrap_err(), "zstd frame does not declare its size");
+        let declared = zstd::bulk::compress(&raw, 1).unwrap();
+        assert_eq!(decompress(&declared).unwrap(), raw);
+    }
+
+    #[test]
+    fn bytes_after_the_end_event_refuse_the_trace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = TraceWriter::create(tmp.path()).unwrap();
+        w.write_meta(&meta()).unwrap();
+        w.write_event(Event { tid: 100, label: 0, kind: EventKind::End(crate::event::End::Exited(0)) }).unwrap();
+        w.finish().unwrap();
+        assert!(Trace::open(tmp.path()).unwrap().damage.is_none());
+        let path = tmp.path().join("events");
+        let len = fs::metadata(&path).unwrap().len();
+        File::options().append(true).open(&path).unwrap().write_all(b"x").unwrap();
+        let msg = Trace::open(tmp.path()).err().unwrap().to_string();
+        assert!(msg.ends_with(&format!("corrupt record at offset {len}: 1 bytes after the End event")), "{msg}");
     }
 
     #[test]

@@ -67,13 +67,21 @@ impl Schedule {
         Self::parse(&lines).with_context(|| format!("in {}", path.display()))
     }
 
-    /// Writes the schedule in the format [`Schedule::load`] reads.
+    /// Writes the schedule in the format [`Schedule::load`] reads, mode
+    /// 0600 whatever the umask, as every file of a trace.
     pub fn save(&self, path: &Path) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let mut text = String::from("# weft schedule: preemptions N:TID (seed 000 sync<n,t>), one per line\n");
         for p in &self.preemptions {
             text += &format!("{}:{}\n", p.sync, p.to);
         }
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+        let write = || {
+            let mut file = std::fs::File::options().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file.write_all(text.as_bytes())
+        };
+        write().with_context(|| format!("cannot write {}", path.display()))
     }
 }
 

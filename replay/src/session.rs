@@ -503,25 +503,18 @@ impl<'a> Session<'a> {
 /// else the trace's copy. The dynamic loader must be unchanged.
 pub(crate) fn executable(trace: &Trace) -> Result<PathBuf> {
     let meta = &trace.meta;
-    let same = |original: &Path, copy: &Path| -> bool {
-        match (std::fs::read(original), std::fs::read(copy)) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => false,
-        }
-    };
+    let same = |original: &Path, copy: &[u8]| std::fs::read(original).is_ok_and(|a| a == copy);
     let exe_file = meta.exec_files.first().ok_or_else(|| anyhow!("trace has no executable copy"))?;
     let copy = trace.file_path(&exe_file.copy);
-    if !copy.is_file() {
-        bail!("{}: missing from the trace", copy.display());
-    }
+    let exe_bytes = trace.copy_bytes(exe_file)?;
     for f in &meta.exec_files[1..] {
         let path = Path::new(OsStr::from_bytes(&f.path));
-        if !same(path, &trace.file_path(&f.copy)) {
+        if !same(path, &trace.copy_bytes(f)?) {
             bail!("{} changed since the recording; weft cannot replay with a different dynamic loader", path.display());
         }
     }
     let original = Path::new(OsStr::from_bytes(&meta.exe));
-    if same(original, &copy) {
+    if same(original, &exe_bytes) {
         Ok(PathBuf::from(OsStr::from_bytes(&meta.exec_path)))
     } else {
         eprintln!("weft: warning: {} changed since the recording; replaying the trace's copy", original.display());

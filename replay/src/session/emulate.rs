@@ -6,7 +6,7 @@
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
 use crate::futex;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -295,7 +295,7 @@ impl Session<'_> {
             }));
         }
         let path = self.trace.file_path(&file.copy);
-        let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        let data = self.trace.copy_bytes(file)?;
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
         let p = self.state.threads[i].proc;
@@ -450,11 +450,11 @@ impl Session<'_> {
 
     /// The first file of exec `x` (executable, dynamic loader) whose
     /// contents, as process `pid` now maps them, differ from the trace's
-    /// copy, by path.
+    /// copy (or whose copy fails its size and hash check), by path.
     fn changed_file(&self, pid: Pid, x: &Exec) -> Option<String> {
         let exe = std::fs::read(format!("/proc/{pid}/exe")).ok();
         x.files.iter().enumerate().find_map(|(k, f)| {
-            let copy = std::fs::read(self.trace.file_path(&f.copy)).ok();
+            let copy = self.trace.copy_bytes(f).ok();
             let now = if k == 0 { exe.clone() } else { std::fs::read(OsStr::from_bytes(&f.path)).ok() };
             (copy.is_none() || copy != now).then(|| String::from_utf8_lossy(&f.path).into_owned())
         })
