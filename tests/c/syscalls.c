@@ -66,7 +66,7 @@ static void files(void) {
     snprintf(path, sizeof path, "/tmp/weft-xattr-%d", getpid());
     int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
     char pidval[32];
-    int n = snprintf(pidval, sizeof pidval, "pid %d", getpid());
+    int n = snprintf(pidval, sizeof pidval, "pid %07d", getpid());
     int set = setxattr(path, "user.weft", pidval, n, 0);
     char v[64] = {0}, lv[64] = {0}, fv[64] = {0}, names[128] = {0};
     long sz = getxattr(path, "user.weft", NULL, 0);
