@@ -52,10 +52,27 @@ fn a_thousand_children() {
     assert_eq!(out, "1000 children, statuses sum to 124716\n");
 }
 
+/// The main thread forks once the other thread has written to a pipe,
+/// right after it took the lock; the log may have the main thread's read
+/// before that write (a reader's return and the writer's are seen in
+/// either order on two cores), which the search must fix, or not: such a
+/// recording, and only such a one, is taken again, as the Debian tests do.
 #[test]
 fn fork_while_a_lock_is_held_and_a_child_killed_in_a_syscall() {
-    let (out, _) = simple("forklock", &[]);
-    assert_eq!(out, "child: lock held by the parent's thread: yes\nblocked child killed by signal 9\n");
+    let prog = program("forklock");
+    for attempt in 0..4 {
+        let trace = trace_dir(&format!("forklock-{attempt}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        let rep = replay(&trace, &[]);
+        if attempt < 3 && err(&rep).contains("no schedule found") {
+            eprintln!("forklock recording {attempt}: the search found no schedule; recording again");
+            continue;
+        }
+        assert_replays_as_recorded("forklock", &rec, &rep);
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert_eq!(out, "child: lock held by the parent's thread: yes\nblocked child killed by signal 9\n");
+        return;
+    }
 }
 
 #[test]

@@ -150,6 +150,8 @@ struct Recorder {
     /// Output syscalls held at entry until their fd is free, oldest first.
     held: Vec<((Pid, u64), Pid)>,
     warned: HashSet<i64>,
+    /// Set-ID programs already warned about ([`Recorder::warn_setid`]).
+    warned_paths: HashSet<PathBuf>,
     events: u64,
     end: Option<End>,
     /// What a syscall a signal interrupted wrote, by thread, until the
@@ -224,6 +226,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         writing: HashMap::new(),
         held: Vec::new(),
         warned: HashSet::new(),
+        warned_paths: HashSet::new(),
         events: 0,
         end: None,
         interrupted: HashMap::new(),
@@ -472,6 +475,7 @@ impl Recorder {
         self.mems.insert(pid, mem);
         self.tgids.insert(pid, pid);
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+        self.warn_setid(&exe);
         let mut files = vec![self.trace.copy_file(&exe)?];
         for path in tracee::mapped_files(pid)? {
             if Path::new(&path) != exe {
@@ -553,6 +557,19 @@ impl Recorder {
         self.trace.write_event(Event { tid, label, kind })?;
         self.events += 1;
         Ok(())
+    }
+
+    /// A set-user-ID or set-group-ID program runs without its privileges
+    /// under weft: the tracee has no_new_privs (the seccomp filter needs
+    /// it), so execve(2) ignores those bits, as under any tracer. Said
+    /// once per program.
+    fn warn_setid(&mut self, exe: &Path) {
+        let Ok(meta) = std::fs::metadata(exe) else { return };
+        let setid = meta.mode() & (libc::S_ISUID | libc::S_ISGID) != 0;
+        // SAFETY: geteuid has no preconditions.
+        if setid && meta.uid() != unsafe { libc::geteuid() } && self.warned_paths.insert(exe.to_path_buf()) {
+            eprintln!("weft: warning: {} is set-user-ID or set-group-ID; it runs (and is recorded) without those privileges", exe.display());
+        }
     }
 
     fn warn_once(&mut self, key: i64, msg: &str) {
