@@ -743,3 +743,37 @@ fn server_on_a_missing_trace_fails_with_a_message() {
     assert!(t.status.is_some_and(|s| !s.success()), "{}", t.text);
     assert!(t.text.contains("no-such-trace"), "{}", t.text);
 }
+
+/// A program that forks and execs: the debugger shows its first process;
+/// a breakpoint there is hit after each child ended (the children run
+/// their copies of the code without it), and reverse-continue goes back
+/// across a fork and an exec.
+#[test]
+fn breakpoints_and_reverse_continue_across_forks() {
+    let exe = debug_program("processes");
+    let trace = trace_dir("dbg-processes");
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "break status_of",
+            "continue",
+            "continue",
+            "continue",
+            "@third",
+            "finish",
+            "@back",
+            "reverse-continue",
+            "reverse-continue",
+            "finish",
+        ],
+    );
+    // status_of returns the child's exit status: echo's 0, then true's 0.
+    assert!(t.section("third").contains("Value returned is $1 = 0"), "echo exited with 0:\n{}", t.text);
+    let back = t.section("back");
+    assert_eq!(back.matches("Breakpoint 1, status_of (p=").count(), 2, "{}", t.text);
+    assert!(back.contains("Value returned is $2 = 0"), "true exited with 0, back across the vfork and exec:\n{}", t.text);
+    assert!(!t.text.contains("New Thread"), "the children are not threads of the debugged process:\n{}", t.text);
+}

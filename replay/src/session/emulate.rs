@@ -160,7 +160,7 @@ impl Session<'_> {
                 }
                 t.at = At::Deliver(*sig);
                 self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });
-                if self.interactive {
+                if self.interactive && t.proc == 0 {
                     let fatal = self.fatal(i, s.signo);
                     self.halt = Some(Halt::Signal { signo: s.signo, siginfo: s.siginfo.clone(), fatal });
                 }
@@ -566,10 +566,16 @@ impl Session<'_> {
     }
 
     /// A new process of the tree, forked from process `parent`: a copy of
-    /// its memory, so of its synchronization points too.
+    /// its memory, so of its synchronization points too, but not of the
+    /// debugger's breakpoints, which belong to the first process (the one
+    /// the debugger shows).
     fn add_process(&mut self, parent: usize, rec: Tid, pid: Pid) -> Result<usize> {
-        let sync = self.state.procs[parent].sync.clone();
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(Memory::open(pid)?), sync, live: true });
+        let mut sync = self.state.procs[parent].sync.clone();
+        let mem = Memory::open(pid)?;
+        for addr in sync.user().collect::<Vec<_>>() {
+            sync.clear_user(&mem, addr)?;
+        }
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, live: true });
         Ok(self.state.procs.len() - 1)
     }
 

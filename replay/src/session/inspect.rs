@@ -40,9 +40,10 @@ impl Session<'_> {
         self.state.by_rec.get(&rec).copied().filter(|&i| self.state.threads[i].at != At::Exited)
     }
 
-    /// The recorded tids of the live threads, in creation order.
+    /// The recorded tids of the live threads of the first process (the
+    /// one the debugger shows, as rr's does), in creation order.
     pub(crate) fn live_threads(&self) -> Vec<Tid> {
-        self.state.threads.iter().filter(|t| t.at != At::Exited).map(|t| t.rec).collect()
+        self.state.threads.iter().filter(|t| t.proc == 0 && t.at != At::Exited).map(|t| t.rec).collect()
     }
 
     fn live(&self, rec: Tid) -> Result<&super::Thread> {
