@@ -565,6 +565,29 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Whether thread `i`'s next logged event is a spawn from the clone,
+    /// fork or vfork `e` it is entering. A spawning call that failed when
+    /// recorded (bad flags, a resource limit) made no PTRACE_EVENT, so no
+    /// event: it has none.
+    pub(super) fn spawn_due(&self, i: usize, e: &Entry) -> bool {
+        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+        next.is_some_and(|ev| ev.label == e.label && matches!(ev.kind, EventKind::Spawn { .. }))
+    }
+
+    /// A spawning call with no spawn logged: it failed when recorded, and
+    /// runs (and fails the same way: its arguments are the program's) in
+    /// the replay too. One that succeeds here diverges.
+    pub(super) fn failed_spawn(&mut self, i: usize, e: Entry) -> Result<Step> {
+        let result = self.execute(i)?.rax as i64;
+        if result >= 0 {
+            let observed = format!("{} created a task (the recorded call failed)", syscalls::name(e.nr));
+            let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+            let expected = next.map_or("no event".into(), |ev| ev.to_string());
+            return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label: e.label, expected, observed }));
+        }
+        Ok(Step::Stay)
+    }
+
     /// A new process of the tree, forked from process `parent`: a copy of
     /// its memory, so of its synchronization points too, but not of the
     /// debugger's breakpoints, which belong to the first process (the one

@@ -221,6 +221,7 @@ impl Session<'_> {
                 }
                 step => Ok(step),
             },
+            At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
             At::Fault(sig) => {
                 let pc = self.state.threads[i].regs.rip;
