@@ -402,12 +402,13 @@ impl Session<'_> {
     /// and checks that the kernel loaded the files the recording did.
     pub(super) fn exec(&mut self, i: usize, e: &Entry, x: &Exec) -> Result<Step> {
         let (tid, p) = (self.state.threads[i].tid, self.state.threads[i].proc);
-        if tid != self.state.procs[p].pid {
-            bail!("event {}: execve from a thread other than its process's first is not supported", self.state.pos - 1);
-        }
+        let leader = self.state.procs[p].pid;
         ptrace::syscall(tid, None)?;
+        self.reap_for_exec(p, tid);
+        // The exec stop comes under the process's pid, which a non-leader
+        // thread takes over (ptrace(2), "execve(2) under ptrace").
         loop {
-            match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            match waitpid(leader, Some(WaitPidFlag::__WALL))? {
                 WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => break,
                 WaitStatus::PtraceSyscall(_) => {
                     let errno = -(ptrace::getregs(tid)?.rax as i64);
@@ -418,21 +419,15 @@ impl Session<'_> {
                         observed: format!("execve failed in the replay: {}", nix::errno::Errno::from_raw(errno as i32)),
                     }));
                 }
-                // The process's other threads die first.
-                WaitStatus::PtraceEvent(other, _, libc::PTRACE_EVENT_EXIT) => {
-                    let _ = ptrace::cont(other, None);
-                }
                 _ => {}
             }
         }
-        for t in self.state.threads.iter_mut().filter(|t| t.proc == p && t.tid != tid) {
-            t.at = At::Exited;
-        }
-        let mem = Memory::open(tid)?;
-        let regs = ptrace::getregs(tid)?;
+        self.took_over(i, p);
+        let mem = Memory::open(leader)?;
+        let regs = ptrace::getregs(leader)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &x.at_random)?;
-        if let Some(changed) = self.changed_file(tid, x) {
+        if let Some(changed) = self.changed_file(leader, x) {
             bail!("{changed} changed since the recording; weft cannot replay its exec at event {}", self.state.pos - 1);
         }
         let old = std::mem::take(&mut self.state.procs[p].sync);
@@ -446,6 +441,45 @@ impl Session<'_> {
         t.clear_child_tid = 0;
         t.altstack = None;
         Ok(Step::Stay)
+    }
+
+    /// Thread `tid` of process `p` is in an execve: the process's other
+    /// threads stop at their exit, are let go and, but for the leader
+    /// (whose pid the exec'ing thread takes), reaped.
+    fn reap_for_exec(&mut self, p: usize, tid: Pid) {
+        let leader = self.state.procs[p].pid;
+        let others: Vec<Pid> = self.state.threads.iter().filter(|t| t.proc == p && t.tid != tid && t.at != At::Exited).map(|t| t.tid).collect();
+        for other in others {
+            loop {
+                match waitpid(other, Some(WaitPidFlag::__WALL)) {
+                    Ok(WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT)) if other == leader => {
+                        let _ = ptrace::cont(other, None);
+                        break;
+                    }
+                    Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => break,
+                    Ok(_) => {
+                        let _ = ptrace::cont(other, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// After an exec by thread `i` of process `p`, it is the process's
+    /// only thread, under the process's pid; the recording logged its
+    /// later events under the leader's recorded tid too.
+    fn took_over(&mut self, i: usize, p: usize) {
+        let leader = self.state.procs[p].pid;
+        for t in self.state.threads.iter_mut().filter(|t| t.proc == p) {
+            t.at = At::Exited;
+        }
+        if self.state.threads[i].tid == leader {
+            return;
+        }
+        let rec = self.state.procs[p].rec;
+        self.state.threads[i].tid = leader;
+        self.state.threads[i].rec = rec;
+        self.state.by_rec.insert(rec, i);
     }
 
     /// The first file of exec `x` (executable, dynamic loader) whose
