@@ -29,6 +29,11 @@ enum Command {
         /// Trace directory to create (default: $XDG_DATA_HOME/weft/<prog>-<n>).
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
+        /// Record until every process of the tree has exited, not only the
+        /// first one (whose end otherwise ends the recording and kills the
+        /// processes left, a daemon's say, as `rr record` does without -w).
+        #[arg(short = 'w', long = "wait")]
+        wait: bool,
         /// The program to record.
         program: OsString,
         /// Its arguments.
@@ -113,7 +118,7 @@ fn main() {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Record { output, program, args } => record(output, program, args),
+        Command::Record { output, wait, program, args } => record(output, wait, program, args),
         Command::Replay {
             autopilot,
             server,
@@ -190,7 +195,7 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
         .with_context(|| format!("{}: command not found", program.to_string_lossy()))
 }
 
-fn record(output: Option<PathBuf>, program: OsString, args: Vec<OsString>) -> Result<i32> {
+fn record(output: Option<PathBuf>, wait: bool, program: OsString, args: Vec<OsString>) -> Result<i32> {
     let path = resolve_program(&program)?;
     let trace_dir = match output {
         Some(o) => o,
@@ -198,7 +203,7 @@ fn record(output: Option<PathBuf>, program: OsString, args: Vec<OsString>) -> Re
     };
     let mut argv = vec![program];
     argv.extend(args);
-    let opts = weft_record::RecordOptions { program: path, argv, trace_dir: trace_dir.clone() };
+    let opts = weft_record::RecordOptions { program: path, argv, trace_dir: trace_dir.clone(), wait_all: wait };
     let recording = weft_record::record(&opts)?;
     eprintln!(
         "weft: recorded {} events to {} ({})",

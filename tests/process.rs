@@ -178,3 +178,16 @@ fn python_through_a_wrapper_script() {
     let (rec, _) = record_and_replay("python", &[wrapper.to_str().unwrap(), script.to_str().unwrap()], Stdio::null());
     assert_eq!(String::from_utf8_lossy(&rec.stdout), "hello from python 45 True\n");
 }
+
+/// A daemon left behind: the first process's end ends the recording, as
+/// `rr record` does (the daemon is killed), and the replay ends there too.
+#[test]
+fn the_first_process_ends_the_recording() {
+    let prog = program("daemon");
+    let start = std::time::Instant::now();
+    let (rec, _) = record_and_replay("daemon", &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "daemon started\n");
+    assert!(start.elapsed() < std::time::Duration::from_secs(60), "the recording waited for the daemon");
+    let leftovers = Command::new("pgrep").arg("-f").arg(prog.to_str().unwrap()).output().unwrap();
+    assert!(leftovers.stdout.is_empty(), "the daemon outlived weft: {}", String::from_utf8_lossy(&leftovers.stdout));
+}

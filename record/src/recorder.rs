@@ -50,6 +50,10 @@ pub struct RecordOptions {
     pub argv: Vec<OsString>,
     /// The new trace directory.
     pub trace_dir: PathBuf,
+    /// Record until every process of the tree has exited. Otherwise the
+    /// first process's end ends the recording: the processes left (a
+    /// daemon, say) are killed, as `rr record` does without `-w`.
+    pub wait_all: bool,
 }
 
 /// How a recording went.
@@ -134,6 +138,8 @@ struct Recorder {
     tgids: HashMap<Pid, Pid>,
     /// The first process: its end is the recording's.
     root: Pid,
+    /// [`RecordOptions::wait_all`].
+    wait_all: bool,
     /// Threads of the program and the syscall each is in, if any.
     threads: HashMap<Pid, Option<Entry>>,
     /// New threads whose spawn is logged but whose first stop is not seen.
@@ -219,6 +225,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         mems: HashMap::from([(pid, mem)]),
         tgids: HashMap::from([(pid, pid)]),
         root: pid,
+        wait_all: opts.wait_all,
         threads: HashMap::from([(pid, None)]),
         spawned: HashSet::new(),
         early: HashSet::new(),
@@ -266,6 +273,7 @@ impl Recorder {
                 self.gone(pid);
                 if pid == self.root {
                     self.end = Some(End::Exited(code));
+                    self.end_tree();
                 }
                 Ok(())
             }
@@ -281,10 +289,22 @@ impl Recorder {
                         addr: d.as_ref().map_or(0, |d| d.addr),
                         regs: d.map(|d| d.regs).unwrap_or_default(),
                     });
+                    self.end_tree();
                 }
                 Ok(())
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The first process has ended: unless told to wait for the whole
+    /// tree, the processes left are killed (their last events are logged
+    /// already), and the recording ends once they are reaped.
+    fn end_tree(&mut self) {
+        if !self.wait_all {
+            for &pid in self.mems.keys() {
+                let _ = nix::sys::signal::kill(pid, NixSignal::SIGKILL);
+            }
         }
     }
 

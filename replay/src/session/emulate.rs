@@ -35,6 +35,13 @@ impl Session<'_> {
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
             return Ok(Step::Switch(None));
         }
+        if let (EventKind::End(_), Some(end)) = (&expected.kind, self.state.root_end) {
+            // The first process ended the recording; the processes left
+            // were killed there.
+            self.kill_all();
+            self.drain()?;
+            return Ok(Step::End(end));
+        }
         if let Some(why) = self.mismatch(i, &observed, expected) {
             let label = self.label_of(&observed);
             let observed = format!("tid {me} @{label:#x}  {why}");
@@ -536,9 +543,14 @@ impl Session<'_> {
     /// until then the others go on.
     pub(super) fn process_ended(&mut self, p: usize) -> Result<Step> {
         let end = self.reap(p)?;
-        if self.state.procs.iter().any(|p| p.live) {
+        let ends_recording = matches!(self.trace.events.get(self.state.pos).map(|e| &e.kind), Some(EventKind::End(_)));
+        if self.state.procs.iter().any(|p| p.live) && !(self.state.root_end.is_some() && ends_recording) {
             return Ok(Step::Switch(None));
         }
+        // The first process's end ended the recording: the processes left
+        // were killed there.
+        self.kill_all();
+        self.drain()?;
         self.ended = true;
         Ok(Step::End(self.state.root_end.unwrap_or(end)))
     }
