@@ -611,12 +611,15 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Whether thread `i`'s next logged event is a spawn from the clone,
+    /// Whether thread `i`'s next logged event, asynchronous signals aside
+    /// (they are delivered before the call), is a spawn from the clone,
     /// fork or vfork `e` it is entering. A spawning call that failed when
     /// recorded (bad flags, a resource limit) made no PTRACE_EVENT, so no
     /// event: it has none.
     pub(super) fn spawn_due(&self, i: usize, e: &Entry) -> bool {
-        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+        let Some(events) = self.thread_events.get(&self.state.threads[i].rec) else { return false };
+        let from = events.partition_point(|&k| k < self.state.pos);
+        let next = events[from..].iter().map(|&k| &self.trace.events[k]).find(|ev| !matches!(&ev.kind, EventKind::Signal(s) if !s.synchronous));
         next.is_some_and(|ev| ev.label == e.label && matches!(ev.kind, EventKind::Spawn { .. }))
     }
 
