@@ -137,9 +137,18 @@ enum At {
     Blocked(Wait),
     /// Released from a futex wait; the syscall returns this value.
     Woken(i64),
+    /// Stopped for good: it ran on past [`PARK_AFTER`] without a
+    /// scheduling point and has no logged event left (a thread that spins
+    /// until its process is killed, as the recorded one was). It never
+    /// runs again, so it cannot hold the others up on one core.
+    Parked,
     /// Gone.
     Exited,
 }
+
+/// How long a thread with no logged event left may run without a
+/// scheduling point before it is parked ([`At::Parked`]).
+const PARK_AFTER: Duration = Duration::from_millis(200);
 
 /// A syscall entry as observed in the replay.
 #[derive(Debug, Clone, Copy, PartialEq)]

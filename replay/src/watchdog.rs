@@ -30,6 +30,12 @@ pub struct Watchdog {
 struct Clock {
     /// The thread the replayer waits for while it runs.
     armed: Option<Pid>,
+    /// When it was resumed, and how long it may run before it is stopped
+    /// to be parked (`None`: as long as it likes).
+    slice: Option<(Instant, Duration)>,
+    /// The thread the watchdog stopped for its slice, until the replayer
+    /// sees the stop.
+    sliced: Option<Pid>,
     /// The log position (next event to match) at the last progress.
     pos: usize,
     /// Replay time since the last progress, not counting the current run.
@@ -65,11 +71,15 @@ impl Watchdog {
         let fired = Arc::new(AtomicBool::new(false));
         let (c, f) = (Arc::downgrade(&clock), fired.clone());
         std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(250).min(limit));
+            std::thread::sleep(Duration::from_millis(50).min(limit));
             let Some(clock) = c.upgrade() else { return };
             let guard = clock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut guard = guard;
             if let Some(tid) = guard.armed {
                 if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
+                    stop(tid);
+                } else if guard.slice.is_some_and(|(since, d)| since.elapsed() >= d) && guard.sliced.is_none() {
+                    guard.sliced = Some(tid);
                     stop(tid);
                 }
             }
@@ -100,14 +110,31 @@ impl Watchdog {
         self.clock().progress(pos);
     }
 
-    /// The replayer is about to wait for `tid`.
-    pub fn arm(&self, tid: Pid) {
-        self.clock().armed = Some(tid);
+    /// The replayer is about to wait for `tid`, which it parks if it runs
+    /// longer than `slice` without stopping.
+    pub fn arm(&self, tid: Pid, slice: Option<Duration>) {
+        let mut c = self.clock();
+        c.armed = Some(tid);
+        c.slice = slice.map(|d| (Instant::now(), d));
+    }
+
+    /// Whether the SIGSTOP thread `tid` stopped for was the watchdog's, at
+    /// the end of its slice ([`Watchdog::arm`]); the stop is then taken.
+    pub fn sliced(&self, tid: Pid) -> bool {
+        let mut c = self.clock();
+        let mine = c.sliced == Some(tid);
+        if mine {
+            c.sliced = None;
+        }
+        mine
     }
 
     /// The wait is over. True if the watchdog stopped the thread.
     pub fn disarm(&self) -> bool {
-        self.clock().armed = None;
+        let mut c = self.clock();
+        c.armed = None;
+        c.slice = None;
+        drop(c);
         self.fired.load(Ordering::SeqCst)
     }
 

@@ -203,7 +203,7 @@ impl<'a> Session<'a> {
     /// thread that runs on instead (the replay diverged) is stopped after
     /// the livelock timeout rather than waited for for ever.
     fn wait(&self, tid: nix::unistd::Pid) -> Result<WaitStatus> {
-        self.watchdog.arm(tid);
+        self.watchdog.arm(tid, None);
         let status = waitpid(tid, Some(WaitPidFlag::__WALL));
         self.watchdog.disarm();
         Ok(status?)

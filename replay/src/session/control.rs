@@ -45,7 +45,7 @@ impl Session<'_> {
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
-                    self.watchdog.arm(tid);
+                    self.watchdog.arm(tid, self.parkable(i).then_some(super::PARK_AFTER));
                     ptrace::syscall(tid, sig)?;
                     let status = waitpid(tid, Some(WaitPidFlag::__WALL));
                     let fired = self.watchdog.disarm();
@@ -84,6 +84,11 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
+                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if self.watchdog.sliced(tid) => {
+                    self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    self.state.threads[i].at = At::Parked;
+                    return Ok(Advance::Point);
+                }
                 WaitStatus::Stopped(_, NixSignal::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
                     Trapped::Halt(halt) => return Ok(Advance::Halt(halt)),
                     Trapped::Passed => {}
@@ -101,6 +106,13 @@ impl Session<'_> {
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
+    }
+
+    /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too
+    /// long: it has no logged event left, and another thread does.
+    fn parkable(&self, i: usize) -> bool {
+        let ends = |k: usize| !matches!(self.trace.events.get(k).map(|e| &e.kind), Some(kind) if !matches!(kind, weft_record::EventKind::End(_)));
+        ends(self.next_event_of(self.state.threads[i].rec)) && !ends(self.state.pos)
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

@@ -239,7 +239,7 @@ impl Session<'_> {
                 self.state.threads[i].at = At::Ready;
                 self.sync_point(i, Some(op))
             }
-            At::Blocked(_) | At::Exited => Ok(Step::Switch(None)),
+            At::Blocked(_) | At::Exited | At::Parked => Ok(Step::Switch(None)),
             At::Deliver(_) if self.holds_fatal_signal(i) => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
         }
@@ -398,6 +398,7 @@ impl Session<'_> {
             At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
             At::Exited => "exited".to_string(),
+            At::Parked => "parked (it spun with no logged event left)".to_string(),
         };
         format!("thread {} (pc {:#x}): {state}", t.rec, t.regs.rip)
     }
@@ -419,7 +420,7 @@ impl Session<'_> {
     /// signal due now interrupts its wait.
     pub(super) fn runnable(&self, j: usize) -> bool {
         match self.state.threads[j].at {
-            At::Exited => false,
+            At::Exited | At::Parked => false,
             At::Blocked(_) => self.async_signal_due(j).is_some_and(|s| self.can_interrupt_wait(j, s)),
             _ => true,
         }

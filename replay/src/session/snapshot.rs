@@ -96,7 +96,7 @@ impl<'a> Session<'a> {
                     images.push(None);
                     continue;
                 }
-                At::Ready => false,
+                At::Ready | At::Parked => false,
                 At::Entry(_) | At::Blocked(_) | At::Woken(_) => true,
                 At::Deliver(_) | At::Fault(_) | At::Sync(_) => return Ok(None),
             };
