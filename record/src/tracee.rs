@@ -4,7 +4,8 @@
 //!
 //! Launch follows DESIGN.md: fork; in the child turn ASLR off
 //! (personality(2) ADDR_NO_RANDOMIZE), make rdtsc fault (prctl(2)
-//! PR_SET_TSC), stop for the tracer, install the seccomp filter, exec.
+//! PR_SET_TSC), give every signal its default disposition and unblock it,
+//! stop for the tracer, install the seccomp filter, exec.
 
 use anyhow::{bail, Context, Result};
 use nix::sys::ptrace;
@@ -97,6 +98,7 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
                 libc::dup2(fd, 0);
                 libc::close(fd);
             }
+            default_signals();
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
             if spec.one_cpu {
@@ -135,6 +137,28 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
             other => bail!("unexpected stop before exec: {other:?}"),
         }
     }
+}
+
+/// In the forked child before exec: every signal's disposition back to
+/// SIG_DFL and no signal blocked, as a program started from a shell finds
+/// them, whatever weft changed in its own process (the Rust runtime
+/// ignores SIGPIPE before `main`; `weft record` ignores SIGINT). exec keeps
+/// ignored dispositions and the mask (execve(2), "signal(7): Signal mask
+/// and pending signals"), so without this the program would inherit them:
+/// `yes | head -1` would end with EPIPE instead of SIGPIPE. A signal the
+/// shell had weft ignore (nohup's SIGHUP) is reset too, in recording and
+/// replay alike, so that both start the program identically.
+/// Async-signal-safe: only sigaction(2) and sigprocmask(2).
+unsafe fn default_signals() {
+    let mut dfl: libc::sigaction = std::mem::zeroed();
+    dfl.sa_sigaction = libc::SIG_DFL;
+    for signo in 1..=64 {
+        // SIGKILL, SIGSTOP and glibc's internal signals refuse: harmless.
+        libc::sigaction(signo, &dfl, std::ptr::null_mut());
+    }
+    let mut none: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut none);
+    libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
 }
 
 /// A process's memory, through /proc/PID/mem (which, unlike

