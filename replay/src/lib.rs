@@ -38,6 +38,7 @@ pub mod debug;
 mod digest;
 pub mod epoch;
 pub mod failure;
+pub mod fds;
 pub mod futex;
 pub mod loader;
 pub mod mark;

@@ -27,6 +27,7 @@ pub(crate) use traps::Watchpoints;
 use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
 use crate::failure::Failure;
+use crate::fds::Fds;
 use crate::futex::{Queues, Wait};
 use crate::schedule::Schedule;
 use crate::sync_points::{Op, SyncPoints};
@@ -182,6 +183,9 @@ struct Proc {
     /// Its pthread synchronization points, and (in the first process) the
     /// debugger's breakpoints.
     sync: SyncPoints,
+    /// Its descriptors that refer to the recording's stdout and stderr
+    /// (a forked child starts with a copy of its parent's).
+    fds: Fds,
     /// It has not ended.
     live: bool,
 }
@@ -416,7 +420,7 @@ impl<'a> Session<'a> {
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), live: true };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true };
         let state = State {
             procs: vec![root],
             root_end: None,

@@ -5,6 +5,7 @@
 
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
+use crate::fds::Stream;
 use crate::futex;
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
@@ -195,6 +196,8 @@ impl Session<'_> {
                     );
                 }
                 self.finish_syscall(i, s.result)?;
+                let p = self.state.threads[i].proc;
+                self.state.procs[p].fds.update(s.nr, &s.args, s.result);
                 if let Some(failure) = self.write_out_buffers(i, e, s.result, &s.writes)? {
                     return Ok(Step::Fail(failure));
                 }
@@ -252,19 +255,21 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// The program's writes to stdout and stderr appear on ours.
+    /// The program's writes to the recording's stdout and stderr appear on
+    /// ours, through whichever descriptor of its process refers to them
+    /// ([`crate::fds::Fds`]).
     pub(super) fn echo_output(&self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
-        if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
+        if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) {
             return Ok(());
         }
+        let Some(stream) = self.state.procs[self.state.threads[i].proc].fds.stream(s.args[0]) else { return Ok(()) };
         let mem = self.mem(i);
         let mut rd = |a: u64| mem.read_u64(a).ok();
         let bytes = mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
         // A closed stdout (EPIPE) must not end the replay.
-        let _ = if s.args[0] == 1 {
-            std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush())
-        } else {
-            std::io::stderr().lock().write_all(&bytes)
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush()),
+            Stream::Stderr => std::io::stderr().lock().write_all(&bytes),
         };
         Ok(())
     }
@@ -575,7 +580,8 @@ impl Session<'_> {
         for addr in sync.user().collect::<Vec<_>>() {
             sync.clear_user(&mem, addr)?;
         }
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, live: true });
+        let fds = self.state.procs[parent].fds.clone();
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true });
         Ok(self.state.procs.len() - 1)
     }
 
