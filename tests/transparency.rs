@@ -77,3 +77,16 @@ fn output_through_duplicated_descriptors_is_shown() {
     );
     assert!(err(&rep).starts_with("to stderr (dup of 2)\n"), "{}", err(&rep));
 }
+
+/// SIGUSR1 sent by one thread to another that locks and unlocks a mutex
+/// in a loop: the replay finds it pending as it steps the thread over a
+/// pthread breakpoint, and delivers it as recorded (it was a replay error,
+/// "did not step over a breakpoint").
+#[test]
+fn a_signal_pending_at_a_breakpoint_is_delivered() {
+    for run in 0..3 {
+        let (rec, rep) = record_and_replay(&format!("stepsig{run}"), &[program("stepsig").to_str().unwrap()], Stdio::null());
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "worker answered 50 signals\n");
+        assert!(err(&rep).contains("the log order found in 1 replays"), "{}", err(&rep));
+    }
+}
