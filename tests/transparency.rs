@@ -90,3 +90,26 @@ fn a_signal_pending_at_a_breakpoint_is_delivered() {
         assert!(err(&rep).contains("the log order found in 1 replays"), "{}", err(&rep));
     }
 }
+
+/// A program that prints stack addresses replays valid, with the recorded
+/// output, after its executable was deleted or rebuilt: the replay runs the
+/// trace's copy with the recorded initial stack.
+#[test]
+fn a_deleted_or_rebuilt_executable_replays_with_the_recorded_stack() {
+    for (name, change) in [("deleted", "rm"), ("rebuilt", "rebuild")] {
+        let exe = scratch().join(format!("stackaddr-{name}"));
+        std::fs::copy(program("stackaddr"), &exe).unwrap();
+        let trace = trace_dir(&format!("stackaddr-{name}"));
+        let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        assert!(String::from_utf8_lossy(&rec.stdout).starts_with("local 0x7fff"), "{}", String::from_utf8_lossy(&rec.stdout));
+        std::fs::remove_file(&exe).unwrap();
+        if change == "rebuild" {
+            std::fs::copy(program("dispositions"), &exe).unwrap();
+        }
+        let rep = replay(&trace, &[]);
+        assert_replays_as_recorded(name, &rec, &rep);
+        let what = if change == "rm" { "was deleted since the recording" } else { "changed since the recording" };
+        assert!(err(&rep).contains(what), "{}", err(&rep));
+    }
+}

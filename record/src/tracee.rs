@@ -23,6 +23,7 @@ pub type Regs = libc::user_regs_struct;
 const AT_NULL: u64 = 0;
 const AT_IGNORE: u64 = 1;
 const AT_RANDOM: u64 = 25;
+const AT_EXECFN: u64 = 31;
 const AT_SYSINFO_EHDR: u64 = 33;
 
 /// What to start and how.
@@ -264,6 +265,25 @@ pub fn patch_auxv(mem: &Memory, rsp: u64) -> Result<u64> {
         bail!("no AT_RANDOM in the program's auxv");
     }
     Ok(at_random)
+}
+
+/// At the exec stop (`rsp` the initial stack pointer): the address of the
+/// path the program was exec'ed by, which the kernel put at the top of the
+/// stack (auxv `AT_EXECFN`, getauxval(3)). Errors when the auxv has none.
+pub fn execfn(mem: &Memory, rsp: u64) -> Result<u64> {
+    let argc = mem.read_u64(rsp)?;
+    let mut p = rsp + 8 * (argc + 2);
+    while mem.read_u64(p)? != 0 {
+        p += 8;
+    }
+    p += 8;
+    loop {
+        match mem.read_u64(p)? {
+            AT_NULL => bail!("no AT_EXECFN in the program's auxv"),
+            AT_EXECFN => return mem.read_u64(p + 8),
+            _ => p += 16,
+        }
+    }
 }
 
 /// The distinct files mapped into process `pid`, in address order

@@ -36,6 +36,7 @@
 mod checkpoint;
 pub mod debug;
 mod digest;
+mod exec_alias;
 pub mod epoch;
 pub mod failure;
 pub mod fds;

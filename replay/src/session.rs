@@ -26,6 +26,7 @@ pub(crate) use traps::Watchpoints;
 
 use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
+use crate::exec_alias::ExecAlias;
 use crate::failure::Failure;
 use crate::fds::Fds;
 use crate::futex::{Queues, Wait};
@@ -403,10 +404,12 @@ impl<'a> Session<'a> {
     ) -> Result<Self> {
         let meta = &trace.meta;
         let exe = executable(trace)?;
+        let alias = exec_alias(&exe, &meta.exec_path);
+        let run = alias.as_ref().map_or(exe.as_path(), ExecAlias::path);
         let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
         let cwd = Path::new(OsStr::from_bytes(&meta.cwd));
         let launch = Launch {
-            exe: cstr(exe.as_os_str().as_encoded_bytes())?,
+            exe: cstr(run.as_os_str().as_encoded_bytes())?,
             argv: meta.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
             env: meta.env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
             cwd: cwd.is_dir().then(|| cstr(&meta.cwd)).transpose()?,
@@ -419,6 +422,10 @@ impl<'a> Session<'a> {
         let regs = ptrace::getregs(pid)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
+        if alias.is_some() {
+            // The recorded bytes over the alias's: the stack as recorded.
+            mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
+        }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
         let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true };
         let state = State {
@@ -502,6 +509,19 @@ impl<'a> Session<'a> {
     }
 }
 
+/// When the replay runs `exe` instead of the recorded `exec_path`: a path
+/// to it of the recorded length ([`ExecAlias`]), so that the initial stack
+/// is laid out as recorded. `None` when `exe` is the recorded path, or (with
+/// a warning) when no alias of that length can be made.
+fn exec_alias(exe: &Path, exec_path: &[u8]) -> Option<ExecAlias> {
+    if exe.as_os_str().as_bytes() == exec_path {
+        return None;
+    }
+    ExecAlias::new(exe, exec_path.len())
+        .map_err(|e| eprintln!("weft: warning: {e:#}; the program's initial stack differs from the recording's"))
+        .ok()
+}
+
 /// The executable to run: the recorded path when its contents are
 /// unchanged (so the initial stack is laid out exactly as recorded),
 /// else the trace's copy. The dynamic loader must be unchanged.
@@ -521,7 +541,8 @@ pub(crate) fn executable(trace: &Trace) -> Result<PathBuf> {
     if same(original, &exe_bytes) {
         Ok(PathBuf::from(OsStr::from_bytes(&meta.exec_path)))
     } else {
-        eprintln!("weft: warning: {} changed since the recording; replaying the trace's copy", original.display());
+        let how = if original.exists() { "changed" } else { "was deleted" };
+        eprintln!("weft: warning: {} {how} since the recording; replaying the trace's copy", original.display());
         Ok(copy)
     }
 }
