@@ -113,3 +113,27 @@ fn a_deleted_or_rebuilt_executable_replays_with_the_recorded_stack() {
         assert!(err(&rep).contains(what), "{}", err(&rep));
     }
 }
+
+/// Mappings recorded and replayed, never a record-time error: a file
+/// deleted before it is mapped, a memfd, /dev/zero private and shared, a
+/// file changed through a shared mapping and mapped again, a file mapping
+/// grown with mremap, and a large realloc.
+#[test]
+fn deleted_device_shared_and_grown_mappings_replay() {
+    let dir = scratch().join("mappings");
+    std::fs::create_dir_all(&dir).unwrap();
+    let argv = [program("mappings").to_str().unwrap().to_string(), dir.to_str().unwrap().to_string()];
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (rec, _) = record_and_replay("mappings", &argv, Stdio::null());
+    assert_eq!(
+        String::from_utf8_lossy(&rec.stdout),
+        "deleted file: gone from the directory\n\
+         memfd: in a memfd\n\
+         /dev/zero: 0 0 private zero page, shared zero page\n\
+         shared before: AAAA written by write(2)\n\
+         read back: BBBB written by write(2)\n\
+         mapped again: BBBB written by write(2)\n\
+         grown: page 1 of the file, page 2 of the file\n\
+         realloc: kept by realloc\n"
+    );
+}

@@ -15,6 +15,7 @@ mod control;
 mod emulate;
 mod scheduler;
 mod inspect;
+mod remap;
 mod snapshot;
 mod step;
 mod stuck;

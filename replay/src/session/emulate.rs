@@ -211,6 +211,7 @@ impl Session<'_> {
                 self.echo_output(i, e, s)?;
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
+            Class::Remap => return self.remap(i, e, s),
             Class::ExecuteLogged => {
                 self.state.threads[i].clear_child_tid = e.args[0];
                 self.execute(i)?;
@@ -279,12 +280,15 @@ impl Session<'_> {
     }
 
     /// A file-backed mmap: anonymous memory at the recorded address, filled
-    /// from the trace's copy of the file.
+    /// from the trace's copy of the file or from the bytes the log holds
+    /// (a shared mapping, a device: weft_record::mapping). A shared
+    /// mapping becomes private memory: the program's writes through it
+    /// reach no file, and its later reads of the file are logged inputs.
     pub(super) fn mmap_file(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
-        let Some(file) = s.file.as_ref().filter(|_| s.result >= 0) else {
+        if s.result < 0 {
             self.finish_syscall(i, s.result)?;
             return Ok(Step::Stay);
-        };
+        }
         let addr = s.result as u64;
         let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
         let t = &mut self.state.threads[i];
@@ -295,19 +299,31 @@ impl Session<'_> {
         ptrace::setregs(t.tid, t.regs)?;
         let got = self.execute(i)?.rax as i64;
         if got != s.result {
+            let what = s.file.as_ref().map_or("a shared or device mapping".into(), |f| String::from_utf8_lossy(&f.path).into_owned());
             let at = self.position(i);
             return Ok(Step::Fail(Failure::Unmatched {
                 at,
                 label: e.label,
-                expected: format!("mmap of {} at {addr:#x}", String::from_utf8_lossy(&file.path)),
+                expected: format!("mmap of {what} at {addr:#x}"),
                 observed: format!("the address range is not free in the replay (mmap returned {got})"),
             }));
         }
+        let p = self.state.threads[i].proc;
+        let Some(file) = &s.file else {
+            let proc = &mut self.state.procs[p];
+            for w in &s.writes {
+                proc.mem.write(w.addr, &self.trace.contents(&w.data)?)?;
+            }
+            proc.sync.remapped(&proc.mem, addr, addr + e.args[1]);
+            if p == 0 {
+                self.insert_pending_breakpoints();
+            }
+            return Ok(Step::Stay);
+        };
         let path = self.trace.file_path(&file.copy);
         let data = self.trace.copy_bytes(file)?;
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
-        let p = self.state.threads[i].proc;
         let proc = &mut self.state.procs[p];
         proc.mem.write(addr, &data[start..end])?;
         proc.sync.remapped(&proc.mem, addr, addr + e.args[1]);
