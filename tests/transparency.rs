@@ -64,16 +64,17 @@ fn a_closed_pipe_kills_with_sigpipe() {
     assert!(err(&rep).contains("the program was killed by SIGPIPE"), "{}", err(&rep));
 }
 
-/// Writes through `dup(1)`, `dup2(1, 7)`, `fcntl(1, F_DUPFD_CLOEXEC)` and
-/// `dup(2)` appear in the replay on the stream they went to; writes to a
-/// descriptor 1 reopened onto /dev/null do not.
+/// Writes through `dup(1)`, `dup2(1, 7)`, `fcntl(1, F_DUPFD_CLOEXEC)`,
+/// `dup(2)` and a forked child's inherited duplicate appear in the replay
+/// on the stream they went to; writes to a descriptor 1 reopened onto
+/// /dev/null do not.
 #[test]
 fn output_through_duplicated_descriptors_is_shown() {
     let (rec, rep) = record_and_replay("dupout", &[program("dupout").to_str().unwrap()], Stdio::null());
     let stdout = String::from_utf8_lossy(&rec.stdout);
     assert_eq!(
         stdout,
-        "one\ntwo (dup)\nthree (dup2)\nfour (a thread, through F_DUPFD_CLOEXEC)\nfive (the dup still is stdout)\n"
+        "one\ntwo (dup)\nthree (dup2)\nfour (a thread, through F_DUPFD_CLOEXEC)\nfrom a child (the dup it inherited)\nfive (the dup still is stdout)\n"
     );
     assert!(err(&rep).starts_with("to stderr (dup of 2)\n"), "{}", err(&rep));
 }

@@ -1,9 +1,10 @@
 /* Writes through duplicates of stdout and stderr (dup, dup2, fcntl
- * F_DUPFD, from another thread), then closes stdout and reopens it onto
+ * F_DUPFD, from another thread, from a forked child), then closes stdout and reopens it onto
  * /dev/null: a replay must show the same output as the recorded run. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void say(int fd, const char *s) { write(fd, s, strlen(s)); }
@@ -23,6 +24,11 @@ int main(void) {
     pthread_t t;
     pthread_create(&t, NULL, worker, &b);
     pthread_join(t, NULL);
+    if (fork() == 0) {
+        say(a, "from a child (the dup it inherited)\n");
+        _exit(0);
+    }
+    wait(NULL);
     int e = dup(2);
     say(e, "to stderr (dup of 2)\n");
     close(1);
