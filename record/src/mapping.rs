@@ -84,11 +84,21 @@ fn device(mem: &Memory, md: &std::fs::Metadata, name: &std::path::Path, addr: u6
     Ok(Source::Bytes(bytes))
 }
 
-/// `len` bytes at `offset` of the file open at `path`.
+/// Up to `len` bytes at `offset` of the file open at `path`: fewer when
+/// the file ends first (another process may shrink it meanwhile).
 fn file_bytes(path: &std::path::Path, offset: u64, len: u64) -> Result<Vec<u8>> {
     let file = File::open(path).with_context(|| format!("open {}", path.display()))?;
     let mut bytes = vec![0u8; len as usize];
-    file.read_exact_at(&mut bytes, offset).with_context(|| format!("read {}", path.display()))?;
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.read_at(&mut bytes[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+        }
+    }
+    bytes.truncate(done);
     Ok(bytes)
 }
 
