@@ -13,6 +13,7 @@
 pub mod cpu;
 pub mod dirs;
 pub mod event;
+pub mod mapping;
 pub mod recorder;
 pub mod store;
 pub mod syscalls;

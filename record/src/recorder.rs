@@ -16,7 +16,8 @@
 //! of the tree has; its end event is the first process's status.
 
 use crate::cpu::Cpu;
-use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, Interrupted, MappedFile, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::mapping::{self, Source};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
@@ -411,7 +412,12 @@ impl Recorder {
                 let ranges = syscalls::output_ranges(e.nr, &e.args, result, &mut read_u64);
                 s.output_hash = Some(mem.hash_ranges(&ranges));
             }
-            Class::MmapFile if result >= 0 => s.file = Some(self.mapped_file(pid, e.args[4])?),
+            Class::MmapFile if result >= 0 => self.mapped(pid, &mut s)?,
+            Class::Remap if result >= 0 => {
+                if let Some(bytes) = mapping::grown(pid, self.mem(pid)?, &e.args, result as u64) {
+                    s.writes.push(MemWrite { addr: result as u64 + e.args[1], data: Contents::Bytes(bytes) });
+                }
+            }
             Class::Unsupported => {
                 s.unsupported = true;
                 let msg = format!(
@@ -449,10 +455,20 @@ impl Recorder {
         Some(FileSlice { file, offset, len: bytes.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(bytes) })
     }
 
-    /// Copies the file behind fd `fd` of thread `pid` into the trace.
-    fn mapped_file(&mut self, pid: Pid, fd: u64) -> Result<MappedFile> {
-        let link = std::fs::read_link(format!("/proc/{pid}/fd/{}", fd as i32))?;
-        Ok(self.trace.copy_file(&link)?)
+    /// Logs the contents of the mapping `s`, a successful mmap by thread
+    /// `pid`, as [`mapping::source`] says: a copy of the file in the trace,
+    /// or bytes at the mapping's start.
+    fn mapped(&mut self, pid: Pid, s: &mut Syscall) -> Result<()> {
+        let addr = s.result as u64;
+        match mapping::source(pid, self.mem(pid)?, &s.args, addr)? {
+            Source::File { from, name } => {
+                let mut file = self.trace.copy_file(&from)?;
+                file.path = name.into_os_string().into_vec();
+                s.file = Some(file);
+            }
+            Source::Bytes(bytes) => s.writes.push(MemWrite { addr, data: Contents::Bytes(bytes) }),
+        }
+        Ok(())
     }
 
     /// A PTRACE_EVENT_CLONE, FORK or VFORK stop: logs the spawn of a

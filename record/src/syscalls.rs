@@ -51,6 +51,11 @@ pub enum Class {
     /// anonymous memory at the logged address and fills it from the trace's
     /// copy of the file.
     MmapFile,
+    /// mremap: logged, with the bytes of the part a file mapping grew by
+    /// ([`crate::mapping::grown`]); the replayer executes it, where it
+    /// must return the recorded address, and fills that part from the log
+    /// (the replay's mapping is anonymous memory, which grows by zeros).
+    Remap,
     /// A signal sent with kill/tkill/tgkill: the replayer executes it, with
     /// tids translated, when it targets the tracee itself.
     Kill,
@@ -70,7 +75,7 @@ pub enum Class {
 /// The class of syscall `nr`.
 pub fn class(nr: i64) -> Class {
     match nr {
-        c::SYS_brk | c::SYS_munmap | c::SYS_mprotect | c::SYS_mremap | c::SYS_madvise
+        c::SYS_brk | c::SYS_munmap | c::SYS_mprotect | c::SYS_madvise
         | c::SYS_mlock | c::SYS_munlock | c::SYS_mlockall | c::SYS_munlockall | c::SYS_msync
         | c::SYS_sched_yield | c::SYS_rt_sigprocmask | c::SYS_rt_sigaction
         | c::SYS_rt_sigreturn | c::SYS_sigaltstack | c::SYS_set_robust_list
@@ -81,6 +86,7 @@ pub fn class(nr: i64) -> Class {
         // Anonymous mmaps are executed; the seccomp filter only traps the
         // file-backed ones, so a logged mmap is always MmapFile.
         c::SYS_mmap => Class::MmapFile,
+        c::SYS_mremap => Class::Remap,
         c::SYS_futex => Class::Futex,
         c::SYS_set_tid_address => Class::ExecuteLogged,
         c::SYS_kill | c::SYS_tkill | c::SYS_tgkill => Class::Kill,
@@ -184,6 +190,7 @@ pub fn key_args(nr: i64) -> &'static [usize] {
         c::SYS_open => &[1],
         c::SYS_socket => &[0, 1, 2],
         c::SYS_mmap => &[1, 2, 5],
+        c::SYS_mremap => &[0, 1, 2, 3],
         c::SYS_exit | c::SYS_exit_group => &[0],
         c::SYS_kill => &[1],
         c::SYS_tgkill => &[2],

@@ -4,7 +4,8 @@
 //!
 //! Launch follows DESIGN.md: fork; in the child turn ASLR off
 //! (personality(2) ADDR_NO_RANDOMIZE), make rdtsc fault (prctl(2)
-//! PR_SET_TSC), stop for the tracer, install the seccomp filter, exec.
+//! PR_SET_TSC), give every signal its default disposition and unblock it,
+//! stop for the tracer, install the seccomp filter, exec.
 
 use anyhow::{bail, Context, Result};
 use nix::sys::ptrace;
@@ -22,6 +23,7 @@ pub type Regs = libc::user_regs_struct;
 const AT_NULL: u64 = 0;
 const AT_IGNORE: u64 = 1;
 const AT_RANDOM: u64 = 25;
+const AT_EXECFN: u64 = 31;
 const AT_SYSINFO_EHDR: u64 = 33;
 
 /// What to start and how.
@@ -97,6 +99,7 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
                 libc::dup2(fd, 0);
                 libc::close(fd);
             }
+            default_signals();
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
             if spec.one_cpu {
@@ -135,6 +138,28 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
             other => bail!("unexpected stop before exec: {other:?}"),
         }
     }
+}
+
+/// In the forked child before exec: every signal's disposition back to
+/// SIG_DFL and no signal blocked, as a program started from a shell finds
+/// them, whatever weft changed in its own process (the Rust runtime
+/// ignores SIGPIPE before `main`; `weft record` ignores SIGINT). exec keeps
+/// ignored dispositions and the mask (execve(2), "signal(7): Signal mask
+/// and pending signals"), so without this the program would inherit them:
+/// `yes | head -1` would end with EPIPE instead of SIGPIPE. A signal the
+/// shell had weft ignore (nohup's SIGHUP) is reset too, in recording and
+/// replay alike, so that both start the program identically.
+/// Async-signal-safe: only sigaction(2) and sigprocmask(2).
+unsafe fn default_signals() {
+    let mut dfl: libc::sigaction = std::mem::zeroed();
+    dfl.sa_sigaction = libc::SIG_DFL;
+    for signo in 1..=64 {
+        // SIGKILL, SIGSTOP and glibc's internal signals refuse: harmless.
+        libc::sigaction(signo, &dfl, std::ptr::null_mut());
+    }
+    let mut none: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut none);
+    libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
 }
 
 /// A process's memory, through /proc/PID/mem (which, unlike
@@ -240,6 +265,25 @@ pub fn patch_auxv(mem: &Memory, rsp: u64) -> Result<u64> {
         bail!("no AT_RANDOM in the program's auxv");
     }
     Ok(at_random)
+}
+
+/// At the exec stop (`rsp` the initial stack pointer): the address of the
+/// path the program was exec'ed by, which the kernel put at the top of the
+/// stack (auxv `AT_EXECFN`, getauxval(3)). Errors when the auxv has none.
+pub fn execfn(mem: &Memory, rsp: u64) -> Result<u64> {
+    let argc = mem.read_u64(rsp)?;
+    let mut p = rsp + 8 * (argc + 2);
+    while mem.read_u64(p)? != 0 {
+        p += 8;
+    }
+    p += 8;
+    loop {
+        match mem.read_u64(p)? {
+            AT_NULL => bail!("no AT_EXECFN in the program's auxv"),
+            AT_EXECFN => return mem.read_u64(p + 8),
+            _ => p += 16,
+        }
+    }
 }
 
 /// The distinct files mapped into process `pid`, in address order

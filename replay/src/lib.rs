@@ -36,8 +36,10 @@
 mod checkpoint;
 pub mod debug;
 mod digest;
+mod exec_alias;
 pub mod epoch;
 pub mod failure;
+pub mod fds;
 pub mod futex;
 pub mod loader;
 pub mod mark;

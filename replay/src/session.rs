@@ -15,6 +15,7 @@ mod control;
 mod emulate;
 mod scheduler;
 mod inspect;
+mod remap;
 mod snapshot;
 mod step;
 mod stuck;
@@ -26,7 +27,9 @@ pub(crate) use traps::Watchpoints;
 
 use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
+use crate::exec_alias::ExecAlias;
 use crate::failure::Failure;
+use crate::fds::Fds;
 use crate::futex::{Queues, Wait};
 use crate::schedule::Schedule;
 use crate::sync_points::{Op, SyncPoints};
@@ -191,6 +194,9 @@ struct Proc {
     /// Its pthread synchronization points, and (in the first process) the
     /// debugger's breakpoints.
     sync: SyncPoints,
+    /// Its descriptors that refer to the recording's stdout and stderr
+    /// (a forked child starts with a copy of its parent's).
+    fds: Fds,
     /// It has not ended.
     live: bool,
 }
@@ -408,10 +414,12 @@ impl<'a> Session<'a> {
     ) -> Result<Self> {
         let meta = &trace.meta;
         let exe = executable(trace)?;
+        let alias = exec_alias(&exe, &meta.exec_path);
+        let run = alias.as_ref().map_or(exe.as_path(), ExecAlias::path);
         let cstr = |b: &[u8]| CString::new(b).context("NUL byte in recorded argv or env");
         let cwd = Path::new(OsStr::from_bytes(&meta.cwd));
         let launch = Launch {
-            exe: cstr(exe.as_os_str().as_encoded_bytes())?,
+            exe: cstr(run.as_os_str().as_encoded_bytes())?,
             argv: meta.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
             env: meta.env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
             cwd: cwd.is_dir().then(|| cstr(&meta.cwd)).transpose()?,
@@ -424,8 +432,12 @@ impl<'a> Session<'a> {
         let regs = ptrace::getregs(pid)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
         mem.write(random, &meta.at_random)?;
+        if alias.is_some() {
+            // The recorded bytes over the alias's: the stack as recorded.
+            mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
+        }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), live: true };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true };
         let state = State {
             procs: vec![root],
             root_end: None,
@@ -507,6 +519,19 @@ impl<'a> Session<'a> {
     }
 }
 
+/// When the replay runs `exe` instead of the recorded `exec_path`: a path
+/// to it of the recorded length ([`ExecAlias`]), so that the initial stack
+/// is laid out as recorded. `None` when `exe` is the recorded path, or (with
+/// a warning) when no alias of that length can be made.
+fn exec_alias(exe: &Path, exec_path: &[u8]) -> Option<ExecAlias> {
+    if exe.as_os_str().as_bytes() == exec_path {
+        return None;
+    }
+    ExecAlias::new(exe, exec_path.len())
+        .map_err(|e| eprintln!("weft: warning: {e:#}; the program's initial stack differs from the recording's"))
+        .ok()
+}
+
 /// The executable to run: the recorded path when its contents are
 /// unchanged (so the initial stack is laid out exactly as recorded),
 /// else the trace's copy. The dynamic loader must be unchanged.
@@ -526,7 +551,8 @@ pub(crate) fn executable(trace: &Trace) -> Result<PathBuf> {
     if same(original, &exe_bytes) {
         Ok(PathBuf::from(OsStr::from_bytes(&meta.exec_path)))
     } else {
-        eprintln!("weft: warning: {} changed since the recording; replaying the trace's copy", original.display());
+        let how = if original.exists() { "changed" } else { "was deleted" };
+        eprintln!("weft: warning: {} {how} since the recording; replaying the trace's copy", original.display());
         Ok(copy)
     }
 }

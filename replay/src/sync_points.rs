@@ -150,7 +150,12 @@ impl SyncPoints {
             Some(Function::CondWait) => return Ok(Some(Hit::Sync(Op::Acquire(regs.rsi)))),
             Some(Function::Release) => {
                 let ret = mem.read_u64(rsp)?;
-                self.returns.entry(ret).or_default().push(Return { thread, rsp: rsp + 8, object: regs.rdi });
+                // Hit again after a signal handler that ran at the entry:
+                // the same call, already waited for.
+                let waiting = self.returns.entry(ret).or_default();
+                if !waiting.iter().any(|w| (w.thread, w.rsp) == (thread, rsp + 8)) {
+                    waiting.push(Return { thread, rsp: rsp + 8, object: regs.rdi });
+                }
                 self.arm(mem, ret)?;
                 return Ok(Some(Hit::Entered));
             }

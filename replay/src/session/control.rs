@@ -25,6 +25,8 @@ pub(super) enum Over {
     Ran(Option<usize>),
     /// The instruction is a `syscall`: the thread is at its entry stop.
     AtEntry(WaitStatus),
+    /// A pending signal stopped the thread before the instruction ran.
+    Signalled(WaitStatus),
 }
 
 impl Session<'_> {
@@ -41,7 +43,7 @@ impl Session<'_> {
             let (tid, sig) = self.take_for_resume(i);
             let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
             let (status, fired) = match over {
-                Over::AtEntry(status) => (status, false),
+                Over::AtEntry(status) | Over::Signalled(status) => (status, false),
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
@@ -230,8 +232,25 @@ impl Session<'_> {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
                 Ok(Over::Ran(self.watch_trapped(tid)?))
             }
+            WaitStatus::Stopped(_, sig) if sig != NixSignal::SIGTRAP => self.signalled_over(i, pc, status),
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
         }
+    }
+
+    /// Thread `i`, resumed to step over the int3 at `pc`, stopped instead
+    /// for a signal that was pending (another thread's tgkill, a timer):
+    /// the kernel delivers pending signals on the way back to user mode,
+    /// before the instruction runs. The stop is a scheduling point like any
+    /// signal stop, so the signal is matched and delivered as recorded; the
+    /// instruction is stepped over when the thread next resumes without a
+    /// signal, or, after a handler, when the thread comes back to the int3.
+    fn signalled_over(&mut self, i: usize, pc: u64, status: WaitStatus) -> Result<Over> {
+        let regs = ptrace::getregs(self.state.threads[i].tid)?;
+        self.state.threads[i].regs = regs;
+        if regs.rip == pc {
+            self.state.threads[i].taken = Some(pc);
+        }
+        Ok(Over::Signalled(status))
     }
 
     /// Skips the syscall thread `i` is entering and makes it return `result`.

@@ -5,6 +5,7 @@
 
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
+use crate::fds::Stream;
 use crate::futex;
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
@@ -72,7 +73,11 @@ impl Session<'_> {
             Observed::Signal(sig, _) => format!("signal {}", sig.as_str()),
             Observed::Rdtsc { .. } => "rdtsc".to_string(),
         };
-        if expected.label != label {
+        // An asynchronous signal reaches a replayed thread where it next
+        // stops, not at the recorded instruction (DESIGN.md, known traps):
+        // one the program sent itself may surface at any instruction.
+        let anywhere = matches!((observed, &expected.kind), (Observed::Signal(..), EventKind::Signal(s)) if !s.synchronous);
+        if expected.label != label && !anywhere {
             return Some(describe());
         }
         match (observed, &expected.kind) {
@@ -166,7 +171,7 @@ impl Session<'_> {
                     tracee::set_siginfo_bytes(t.tid, &s.siginfo)?;
                 }
                 t.at = At::Deliver(*sig);
-                self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: true });
+                self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: *pc == expected.label });
                 if self.interactive && t.proc == 0 {
                     let fatal = self.fatal(i, s.signo);
                     self.halt = Some(Halt::Signal { signo: s.signo, siginfo: s.siginfo.clone(), fatal });
@@ -202,6 +207,8 @@ impl Session<'_> {
                     );
                 }
                 self.finish_syscall(i, s.result)?;
+                let p = self.state.threads[i].proc;
+                self.state.procs[p].fds.update(s.nr, &s.args, s.result);
                 if let Some(failure) = self.write_out_buffers(i, e, s.result, &s.writes)? {
                     return Ok(Step::Fail(failure));
                 }
@@ -211,6 +218,7 @@ impl Session<'_> {
                 self.echo_output(i, e, s)?;
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
+            Class::Remap => return self.remap(i, e, s),
             Class::ExecuteLogged => {
                 self.state.threads[i].clear_child_tid = e.args[0];
                 self.execute(i)?;
@@ -259,30 +267,35 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// The program's writes to stdout and stderr appear on ours.
+    /// The program's writes to the recording's stdout and stderr appear on
+    /// ours, through whichever descriptor of its process refers to them
+    /// ([`crate::fds::Fds`]).
     pub(super) fn echo_output(&self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
-        if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) || !(1..=2).contains(&s.args[0]) {
+        if self.state.pos <= self.opts.echo_from || !matches!(e.nr, libc::SYS_write | libc::SYS_writev) {
             return Ok(());
         }
+        let Some(stream) = self.state.procs[self.state.threads[i].proc].fds.stream(s.args[0]) else { return Ok(()) };
         let mem = self.mem(i);
         let mut rd = |a: u64| mem.read_u64(a).ok();
         let bytes = mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
         // A closed stdout (EPIPE) must not end the replay.
-        let _ = if s.args[0] == 1 {
-            std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush())
-        } else {
-            std::io::stderr().lock().write_all(&bytes)
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush()),
+            Stream::Stderr => std::io::stderr().lock().write_all(&bytes),
         };
         Ok(())
     }
 
     /// A file-backed mmap: anonymous memory at the recorded address, filled
-    /// from the trace's copy of the file.
+    /// from the trace's copy of the file or from the bytes the log holds
+    /// (a shared mapping, a device: weft_record::mapping). A shared
+    /// mapping becomes private memory: the program's writes through it
+    /// reach no file, and its later reads of the file are logged inputs.
     pub(super) fn mmap_file(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
-        let Some(file) = s.file.as_ref().filter(|_| s.result >= 0) else {
+        if s.result < 0 {
             self.finish_syscall(i, s.result)?;
             return Ok(Step::Stay);
-        };
+        }
         let addr = s.result as u64;
         let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
         let t = &mut self.state.threads[i];
@@ -293,19 +306,31 @@ impl Session<'_> {
         ptrace::setregs(t.tid, t.regs)?;
         let got = self.execute(i)?.rax as i64;
         if got != s.result {
+            let what = s.file.as_ref().map_or("a shared or device mapping".into(), |f| String::from_utf8_lossy(&f.path).into_owned());
             let at = self.position(i);
             return Ok(Step::Fail(Failure::Unmatched {
                 at,
                 label: e.label,
-                expected: format!("mmap of {} at {addr:#x}", String::from_utf8_lossy(&file.path)),
+                expected: format!("mmap of {what} at {addr:#x}"),
                 observed: format!("the address range is not free in the replay (mmap returned {got})"),
             }));
         }
+        let p = self.state.threads[i].proc;
+        let Some(file) = &s.file else {
+            let proc = &mut self.state.procs[p];
+            for w in &s.writes {
+                proc.mem.write(w.addr, &self.trace.contents(&w.data)?)?;
+            }
+            proc.sync.remapped(&proc.mem, addr, addr + e.args[1]);
+            if p == 0 {
+                self.insert_pending_breakpoints();
+            }
+            return Ok(Step::Stay);
+        };
         let path = self.trace.file_path(&file.copy);
         let data = self.trace.copy_bytes(file)?;
         let start = (e.args[5] as usize).min(data.len());
         let end = (start + e.args[1] as usize).min(data.len());
-        let p = self.state.threads[i].proc;
         let proc = &mut self.state.procs[p];
         proc.mem.write(addr, &data[start..end])?;
         proc.sync.remapped(&proc.mem, addr, addr + e.args[1]);
@@ -647,7 +672,8 @@ impl Session<'_> {
         for addr in sync.user().collect::<Vec<_>>() {
             sync.clear_user(&mem, addr)?;
         }
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, live: true });
+        let fds = self.state.procs[parent].fds.clone();
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true });
         Ok(self.state.procs.len() - 1)
     }
 
