@@ -542,7 +542,10 @@ impl Recorder {
                 return self.emulate_rdtsc(pid, regs, len, is_rdtscp);
             }
         }
-        let siginfo = tracee::siginfo_bytes(pid)?;
+        // A group-stop (a stopping signal taking effect) has no siginfo
+        // (ptrace(2), "Group-stop"): the thread is let go, and the stop
+        // is not an event.
+        let Ok(siginfo) = tracee::siginfo_bytes(pid) else { return resume(pid, None) };
         let code = i32::from_le_bytes(siginfo[8..12].try_into()?);
         let addr = u64::from_le_bytes(siginfo[16..24].try_into()?);
         let synchronous = code > 0
