@@ -75,8 +75,13 @@ impl Session<'_> {
 
     /// Arms the execution breakpoint in thread `i` when the log's next
     /// event is a signal to it with a recorded state (about to resume it).
+    /// A search for an event already matched otherwise (a signal the
+    /// program sent itself, matched at its delivery stop) is disarmed.
     /// Errors: ptrace refused the debug registers.
     pub(super) fn arm_hunt(&mut self, i: usize) -> Result<()> {
+        if self.hunt.as_ref().is_some_and(|h| h.event != self.state.pos) {
+            self.disarm_hunt();
+        }
         let Some(s) = self.async_signal_due(i) else { return Ok(()) };
         if !self.hunting(i, s) || self.hunt.as_ref().is_some_and(|h| self.is_current(h, i)) {
             return Ok(());
