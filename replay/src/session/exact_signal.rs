@@ -16,16 +16,16 @@
 //! a logged syscall, a fault or an rdtsc: the signal came before those in
 //! the recording, so reaching one first means this replay cannot find the
 //! moment, and the signal is delivered there, as inexact
-//! (`async_signal.rs`). So is it when the search has not matched within
-//! the livelock timeout, at the next hit: a loop whose state never repeats
-//! the recorded one would otherwise run for ever.
+//! (`async_signal.rs`). So is it, at the next hit, when the replay has
+//! gone half the livelock timeout without matching an event: a loop whose
+//! state never repeats the recorded one would otherwise run for ever, and
+//! the other half is left for the replay to go on from there.
 
 use super::traps;
 use super::{At, Session};
 use anyhow::Result;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
-use std::time::Instant;
 use weft_record::event::{signal_name, HitState, Signal, STACK_HASH_LEN};
 use weft_record::tracee::{self, Regs};
 
@@ -51,8 +51,6 @@ pub(super) struct Hunt {
     slot: usize,
     /// Breakpoint hits so far.
     hits: u64,
-    /// When the search began (it gives up after the livelock timeout).
-    since: Instant,
     /// Set when the search ended at a hit: whether the state matched.
     found: Option<bool>,
 }
@@ -91,7 +89,7 @@ impl Session<'_> {
         let tid = self.state.threads[i].tid;
         let label = self.trace.events[self.state.pos].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
-        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, since: Instant::now(), found: None });
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None });
         Ok(())
     }
 
@@ -127,14 +125,14 @@ impl Session<'_> {
     /// Thread `i` hit the hunt's breakpoint with registers `regs`: whether
     /// the search ends here, with the thread free to run at the hit (a
     /// scheduling point, where the signal is delivered). It ends when the
-    /// thread's state matches the recorded one, or, inexact, once the
-    /// livelock timeout is spent.
+    /// thread's state matches the recorded one, or, inexact, once half the
+    /// livelock timeout has passed without progress.
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
         let matched = same_state(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
-        let expired = h.since.elapsed() > self.opts.livelock_timeout;
+        let expired = self.watchdog.idle() >= self.opts.livelock_timeout / 2;
         if !matched && !expired {
             return false;
         }
@@ -145,7 +143,7 @@ impl Session<'_> {
                 "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({} hits); delivered at a hit",
                 self.state.pos,
                 signal_name(signo),
-                self.opts.livelock_timeout.as_secs(),
+                (self.opts.livelock_timeout / 2).as_secs(),
                 self.hunt.as_ref().map_or(0, |h| h.hits),
             );
         }
