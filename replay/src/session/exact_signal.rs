@@ -17,9 +17,10 @@
 //! the recording, so reaching one first means this replay cannot find the
 //! moment, and the signal is delivered there, as inexact
 //! (`async_signal.rs`). So is it, at the next hit, when the replay has
-//! gone half the livelock timeout without matching an event: a loop whose
-//! state never repeats the recorded one would otherwise run for ever, and
-//! the other half is left for the replay to go on from there.
+//! gone nine tenths of the livelock timeout without matching an event
+//! ([`SEARCH_SHARE`]): a loop whose state never repeats the recorded one
+//! would otherwise run until the watchdog calls it a livelock, while the
+//! inexact delivery may still let the replay go on.
 
 use super::traps;
 use super::{At, Session};
@@ -38,6 +39,10 @@ const ARITHMETIC_FLAGS: u64 = 0x8d5;
 const COMPARED: [usize; 18] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 19];
 /// Index of eflags in `user_regs_struct` order.
 const EFLAGS: usize = 18;
+/// The share of the livelock timeout a search may take, in tenths: it
+/// ends at a hit well before the watchdog, which looks every 250 ms,
+/// would stop the thread.
+const SEARCH_SHARE: u32 = 9;
 
 /// A search for the moment an asynchronous signal hit: its execution
 /// breakpoint, armed in one thread, and how the search ended.
@@ -125,14 +130,14 @@ impl Session<'_> {
     /// Thread `i` hit the hunt's breakpoint with registers `regs`: whether
     /// the search ends here, with the thread free to run at the hit (a
     /// scheduling point, where the signal is delivered). It ends when the
-    /// thread's state matches the recorded one, or, inexact, once half the
-    /// livelock timeout has passed without progress.
+    /// thread's state matches the recorded one, or, inexact, once the
+    /// replay has gone [`Session::search_limit`] without progress.
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
         let matched = same_state(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
+        let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
-        let expired = self.watchdog.idle() >= self.opts.livelock_timeout / 2;
         if !matched && !expired {
             return false;
         }
@@ -143,7 +148,7 @@ impl Session<'_> {
                 "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({} hits); delivered at a hit",
                 self.state.pos,
                 signal_name(signo),
-                (self.opts.livelock_timeout / 2).as_secs(),
+                self.search_limit().as_secs(),
                 self.hunt.as_ref().map_or(0, |h| h.hits),
             );
         }
@@ -151,6 +156,12 @@ impl Session<'_> {
         t.regs = regs;
         t.at = At::Ready;
         true
+    }
+
+    /// How long the replay may go without progress before a search ends
+    /// at its next hit: [`SEARCH_SHARE`] tenths of the livelock timeout.
+    fn search_limit(&self) -> std::time::Duration {
+        self.opts.livelock_timeout * SEARCH_SHARE / 10
     }
 
     /// Whether hunt `h` searches for the log's next event in thread `i`.
