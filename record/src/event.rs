@@ -201,6 +201,35 @@ pub struct Signal {
     /// The syscall the signal interrupted, when it arrived while the thread
     /// was blocked in one (the label is then that syscall's).
     pub interrupted: Option<Interrupted>,
+    /// For an asynchronous signal that hit user code (not a fault, not in
+    /// a syscall): the thread's state where it hit, which lets a replay
+    /// find that instruction again without performance counters.
+    pub state: Option<HitState>,
+}
+
+/// What a thread looked like at the instruction an asynchronous signal
+/// hit: the state a replay matches at each execution of the label to find
+/// the same moment (the way a debugger without instruction counters
+/// recognises a loop iteration: by its registers and stack).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HitState {
+    /// The general registers at the signal-delivery stop, in
+    /// `user_regs_struct` order ([`crate::tracee::regs_words`]).
+    pub regs: Vec<u64>,
+    /// xxh3-64 of the [`STACK_HASH_LEN`] bytes at rsp (the current stack
+    /// frame, where a loop counter kept in memory lives).
+    pub stack_hash: u64,
+}
+
+/// How many bytes at rsp [`HitState::stack_hash`] covers.
+pub const STACK_HASH_LEN: usize = 512;
+
+impl HitState {
+    /// The state of a thread with registers `regs` whose
+    /// [`STACK_HASH_LEN`] bytes at rsp are `stack`.
+    pub fn new(regs: Vec<u64>, stack: &[u8]) -> Self {
+        HitState { regs, stack_hash: xxhash_rust::xxh3::xxh3_64(stack) }
+    }
 }
 
 /// A syscall a signal interrupted: the kernel left one of its internal

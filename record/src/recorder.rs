@@ -16,7 +16,7 @@
 //! of the tree has; its end event is the first process's status.
 
 use crate::cpu::Cpu;
-use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
+use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, HitState, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::mapping::{self, Source};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
@@ -554,13 +554,22 @@ impl Recorder {
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
         let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
+        let state = if synchronous || interrupted.is_some() { None } else { self.hit_state(pid, &regs)? };
         self.deliveries.insert(
             (self.tgids.get(&pid).copied().unwrap_or(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
-        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted }))?;
+        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }))?;
         self.trace.flush()?;
         resume(pid, Some(sig))
+    }
+
+    /// Thread `pid`'s state at the delivery stop of an asynchronous signal
+    /// that hit user code, with registers `regs`; `None` when the stack at
+    /// rsp cannot be read.
+    fn hit_state(&self, pid: Pid, regs: &Regs) -> Result<Option<HitState>> {
+        let stack = self.mem(pid)?.read(regs.rsp, event::STACK_HASH_LEN).ok();
+        Ok(stack.map(|bytes| HitState::new(tracee::regs_words(regs), &bytes)))
     }
 
     /// rdtsc/rdtscp faulted (PR_TSC_SIGSEGV): execute it here, give the

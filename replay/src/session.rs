@@ -13,6 +13,7 @@
 mod async_signal;
 mod control;
 mod emulate;
+mod exact_signal;
 mod scheduler;
 mod inspect;
 mod remap;
@@ -344,6 +345,9 @@ pub(crate) struct Session<'a> {
     pending: Option<Option<Op>>,
     /// The debugger's watchpoints, in every thread's debug registers.
     watchpoints: Watchpoints,
+    /// The search for the instruction an asynchronous signal hit, while
+    /// its breakpoint is armed (`exact_signal.rs`).
+    hunt: Option<exact_signal::Hunt>,
     /// Debugger breakpoints whose address is not mapped yet (a library
     /// the replay has not loaded at this point): set after each file mmap.
     pending_breakpoints: std::collections::BTreeSet<u64>,
@@ -479,6 +483,7 @@ impl<'a> Session<'a> {
             cur: 0,
             pending: None,
             watchpoints: Watchpoints::default(),
+            hunt: None,
             pending_breakpoints: Default::default(),
             interactive: false,
             halt: None,

@@ -155,6 +155,11 @@ impl Watchdog {
         self.clock().spins.iter().map(|(&t, &(pc, n))| (t, pc, n)).collect()
     }
 
+    /// Replay time since the last progress (paused time not counted).
+    pub fn idle(&self) -> Duration {
+        self.clock().idle()
+    }
+
     /// The limit, in whole seconds.
     pub fn limit_secs(&self) -> u64 {
         self.limit.as_secs()

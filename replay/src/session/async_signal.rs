@@ -13,7 +13,11 @@
 //!   restarts the call or makes it fail with EINTR by the handler's
 //!   SA_RESTART, as it did in the recording (signal(7)); sigsuspend, whose
 //!   own mask the kernel must restore, runs for real and gets the signal;
-//! * any other is delivered at the thread's next scheduling point: before
+//! * one that hit user code, logged with the thread's state there, is
+//!   delivered at the instruction it hit, found by matching that state
+//!   (`exact_signal.rs`);
+//! * any other, or one whose state the thread passes without a match, is
+//!   delivered at the thread's next scheduling point (inexact): before
 //!   the syscall it is entering (the call is rewound and runs again after
 //!   the handler), at a pthread breakpoint, or before a faulting or rdtsc
 //!   instruction, which traps again after the handler.
@@ -50,6 +54,10 @@ impl<'a> Session<'a> {
     /// Errors: ptrace failures, or the thread not stopping for the signal.
     pub(super) fn deliver_async(&mut self, i: usize, s: &Signal) -> Result<Option<Step>> {
         let label = self.trace.events[self.state.pos].label;
+        let found = self.hunt_found(i);
+        if found.is_none() && self.hunting(i, s) {
+            return Ok(None);
+        }
         let at = self.state.threads[i].at;
         let Ok(sig) = NixSignal::try_from(s.signo) else {
             bail!("event {}: logged signal number {} is not a signal", self.state.pos, s.signo);
@@ -59,6 +67,8 @@ impl<'a> Session<'a> {
             // replay too): a thread at its delivery stop matches it as usual.
             At::Fault(f) if f == sig => return Ok(None),
             At::Entry(e) => Some(e),
+            // At the instruction the signal hit (or where its search gave up).
+            At::Ready if found.is_some() => None,
             At::Blocked(_) => {
                 let regs = self.state.threads[i].regs;
                 Some(Entry { nr: regs.orig_rax as i64, args: tracee::syscall_args(&regs), label: regs.rip })
@@ -92,7 +102,7 @@ impl<'a> Session<'a> {
                 self.interrupt(i, e, None)?;
                 false
             }
-            (None, None) => false,
+            (None, None) => found == Some(true),
             (Some(e), Some(_)) if matches!(at, At::Blocked(_)) => {
                 let me = self.state.threads[i].rec;
                 let observed = format!("tid {me} @{:#x}  blocked in futex wait", e.label);
@@ -133,6 +143,7 @@ impl<'a> Session<'a> {
     /// weft if `send`) and counts the event as matched.
     fn delivered(&mut self, i: usize, s: &Signal, sig: NixSignal, exact: bool, send: bool) -> Result<Option<Step>> {
         self.raise(i, s, sig, send)?;
+        self.disarm_hunt();
         let t = &mut self.state.threads[i];
         self.state.last_delivery = Some(Delivery { rec: t.rec, pc: t.regs.rip, exact });
         t.last_event = Some(self.state.pos);

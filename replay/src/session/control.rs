@@ -39,6 +39,7 @@ impl Session<'_> {
     /// thread's return breakpoint) that is not one for this thread.
     pub(super) fn advance(&mut self, i: usize, traps: bool, one_step: bool) -> Result<Advance> {
         let stepped = |watch: Option<usize>| Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
+        self.arm_hunt(i)?;
         loop {
             let (tid, sig) = self.take_for_resume(i);
             let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
@@ -54,6 +55,13 @@ impl Session<'_> {
                     (status?, fired)
                 }
             };
+            if matches!(status, WaitStatus::Stopped(_, NixSignal::SIGTRAP)) {
+                match self.hunt_stop(i)? {
+                    Some(true) => return Ok(Advance::Point),
+                    Some(false) => continue,
+                    None => {}
+                }
+            }
             match status {
                 WaitStatus::PtraceSyscall(_) => {
                     let regs = ptrace::getregs(tid)?;

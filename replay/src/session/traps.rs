@@ -84,14 +84,36 @@ impl Watchpoints {
         dr7
     }
 
+    /// A debug register no watchpoint uses.
+    pub(super) fn free_slot(&self) -> Option<usize> {
+        self.slots.iter().position(Option::is_none)
+    }
+
     /// Programs thread `tid`'s debug registers. Errors: ptrace refused.
     pub(crate) fn apply(&self, tid: Pid) -> Result<()> {
+        self.program(tid, None)
+    }
+
+    /// Programs thread `tid`'s debug registers with these watchpoints and
+    /// an execution breakpoint at `addr` in `slot`, a free one (R/W 00,
+    /// length 00: it traps before the instruction executes, and the kernel
+    /// sets RF so that resuming executes it). Errors: ptrace refused.
+    pub(super) fn apply_with_breakpoint(&self, tid: Pid, slot: usize, addr: u64) -> Result<()> {
+        self.program(tid, Some((slot, addr)))
+    }
+
+    fn program(&self, tid: Pid, exec: Option<(usize, u64)>) -> Result<()> {
         // DR7 off first: the kernel checks each enabled address as it is set.
         poke(tid, 7, 0)?;
         for (n, w) in self.slots.iter().enumerate() {
-            poke(tid, n, w.map_or(0, |w| w.addr))?;
+            let addr = match (w, exec) {
+                (Some(w), _) => w.addr,
+                (None, Some((slot, addr))) if slot == n => addr,
+                _ => 0,
+            };
+            poke(tid, n, addr)?;
         }
-        poke(tid, 7, self.dr7())
+        poke(tid, 7, self.dr7() | exec.map_or(0, |(slot, _)| 1 << (2 * slot)))
     }
 }
 
@@ -103,6 +125,14 @@ pub(super) fn take_dr6(tid: Pid) -> Result<u64> {
         poke(tid, 6, 0)?;
     }
     Ok(dr6)
+}
+
+/// Whether thread `tid`'s debug register `slot` trapped (DR6). The bit
+/// is not cleared: the kernel clears the DR6 it reports at each debug
+/// exception in user mode (since Linux 5.11), and a hit stops here once
+/// per loop iteration, so a syscall less counts.
+pub(super) fn hit(tid: Pid, slot: usize) -> Result<bool> {
+    Ok(peek(tid, 6)? & (1 << slot) != 0)
 }
 
 /// The first debug register DR6 says trapped.
@@ -173,6 +203,8 @@ impl Session<'_> {
     /// Sets the watchpoints of every live thread to `w`. Errors: ptrace.
     pub(crate) fn set_watchpoints(&mut self, w: &Watchpoints) -> Result<()> {
         self.watchpoints = w.clone();
+        // A signal search's breakpoint is armed again in a register left free.
+        self.hunt = None;
         for t in self.state.threads.iter().filter(|t| t.at != super::At::Exited) {
             self.watchpoints.apply(t.tid)?;
         }

@@ -1,0 +1,213 @@
+//! Exact delivery of an asynchronous signal that hit user code, without
+//! performance counters: the way a debugger without instruction counts
+//! finds a moment again, by the thread's state.
+//!
+//! The recording logs, with such a signal, the thread's general registers
+//! where it hit and a hash of the stack frame at rsp
+//! ([`weft_record::event::HitState`]). When that signal is the log's next
+//! event, its thread runs with an execution breakpoint in a free x86 debug
+//! register (Intel SDM vol. 3, §18.2: R/W 00, length 00, it traps before
+//! the instruction executes and leaves memory untouched) at the recorded
+//! pc. At each hit the registers are compared (all but `orig_rax` and the
+//! segment registers; eflags only in its arithmetic flags) and, when they
+//! match, the stack hash; on a match the signal is delivered right there.
+//! Hits that do not match continue. The thread passes its pthread
+//! synchronization points meanwhile (they are not logged events), but not
+//! a logged syscall, a fault or an rdtsc: the signal came before those in
+//! the recording, so reaching one first means this replay cannot find the
+//! moment, and the signal is delivered there, as inexact
+//! (`async_signal.rs`). So is it, at the next hit, when the replay has
+//! gone nine tenths of the livelock timeout without matching an event
+//! ([`SEARCH_SHARE`]): a loop whose state never repeats the recorded one
+//! would otherwise run until the watchdog calls it a livelock, while the
+//! inexact delivery may still let the replay go on.
+
+use super::traps;
+use super::{At, Session};
+use anyhow::Result;
+use nix::sys::ptrace;
+use nix::unistd::Pid;
+use weft_record::event::{signal_name, HitState, Signal, STACK_HASH_LEN};
+use weft_record::tracee::{self, Regs};
+
+/// The arithmetic flags of eflags (CF, PF, AF, ZF, SF, OF): the ones a
+/// program's computation sets; the others (RF, TF, ...) are the kernel's
+/// and debugger's.
+const ARITHMETIC_FLAGS: u64 = 0x8d5;
+/// Indices in `user_regs_struct` order of the registers compared at a hit:
+/// r15 to rdi (0-14), rip (16), eflags (18, masked) and rsp (19).
+const COMPARED: [usize; 18] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 19];
+/// Index of eflags in `user_regs_struct` order.
+const EFLAGS: usize = 18;
+/// The share of the livelock timeout a search may take, in tenths: it
+/// ends at a hit well before the watchdog, which looks every 250 ms,
+/// would stop the thread.
+const SEARCH_SHARE: u32 = 9;
+
+/// A search for the moment an asynchronous signal hit: its execution
+/// breakpoint, armed in one thread, and how the search ended.
+#[derive(Debug, Clone)]
+pub(super) struct Hunt {
+    /// The thread (replay tid) whose debug register holds the breakpoint.
+    tid: Pid,
+    /// The log event (the signal) it searches for.
+    event: usize,
+    /// The debug register of the breakpoint (0-3).
+    slot: usize,
+    /// Breakpoint hits so far.
+    hits: u64,
+    /// Set when the search ended at a hit: whether the state matched.
+    found: Option<bool>,
+}
+
+impl Session<'_> {
+    /// Whether `s`, the log's next event, due to thread `i`, is still being
+    /// searched for: it has a recorded state, the thread stands where it
+    /// has not yet passed a logged event (at a synchronization point, or
+    /// free to run), a debug register is free, and no hit has ended it.
+    pub(super) fn hunting(&self, i: usize, s: &Signal) -> bool {
+        let before = matches!(self.state.threads[i].at, At::Ready | At::Deliver(_) | At::Sync(_));
+        s.state.is_some() && before && self.watchpoints.free_slot().is_some() && self.hunt_found(i).is_none()
+    }
+
+    /// How the search for the log's next event in thread `i` ended at a
+    /// breakpoint hit: whether the state matched; `None` while it goes on.
+    pub(super) fn hunt_found(&self, i: usize) -> Option<bool> {
+        self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.found)
+    }
+
+    /// Arms the execution breakpoint in thread `i` when the log's next
+    /// event is a signal to it with a recorded state (about to resume it).
+    /// A search for an event already matched otherwise (a signal the
+    /// program sent itself, matched at its delivery stop) is disarmed.
+    /// Errors: ptrace refused the debug registers.
+    pub(super) fn arm_hunt(&mut self, i: usize) -> Result<()> {
+        if self.hunt.as_ref().is_some_and(|h| h.event != self.state.pos) {
+            self.disarm_hunt();
+        }
+        let Some(s) = self.async_signal_due(i) else { return Ok(()) };
+        if !self.hunting(i, s) || self.hunt.as_ref().is_some_and(|h| self.is_current(h, i)) {
+            return Ok(());
+        }
+        self.disarm_hunt();
+        let Some(slot) = self.watchpoints.free_slot() else { return Ok(()) };
+        let tid = self.state.threads[i].tid;
+        let label = self.trace.events[self.state.pos].label;
+        self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None });
+        Ok(())
+    }
+
+    /// Gives the debug registers of the hunt's thread back to the
+    /// debugger's watchpoints, and forgets the hunt.
+    pub(super) fn disarm_hunt(&mut self) {
+        if let Some(h) = self.hunt.take() {
+            tracing::debug!(event = h.event, hits = h.hits, found = ?h.found, "signal search over");
+            // A thread that is gone has no debug registers to restore.
+            let _ = self.watchpoints.apply(h.tid);
+        }
+    }
+
+    /// Thread `i` stopped with SIGTRAP: `None` when not at the hunt's
+    /// breakpoint, else whether the search ends at this hit
+    /// ([`Session::hunt_hit`]). Errors: ptrace.
+    pub(super) fn hunt_stop(&mut self, i: usize) -> Result<Option<bool>> {
+        Ok(self.hunt_trapped(i)?.map(|regs| self.hunt_hit(i, regs)))
+    }
+
+    /// Thread `i` stopped with SIGTRAP: its registers if it was at the
+    /// hunt's breakpoint (DR6 says so, and the pc is the breakpoint's:
+    /// not an int3 that trapped past it). Errors: ptrace.
+    fn hunt_trapped(&self, i: usize) -> Result<Option<Regs>> {
+        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none()) else { return Ok(None) };
+        if !traps::hit(h.tid, h.slot)? {
+            return Ok(None);
+        }
+        let regs = ptrace::getregs(h.tid)?;
+        Ok((regs.rip == self.trace.events[h.event].label).then_some(regs))
+    }
+
+    /// Thread `i` hit the hunt's breakpoint with registers `regs`: whether
+    /// the search ends here, with the thread free to run at the hit (a
+    /// scheduling point, where the signal is delivered). It ends when the
+    /// thread's state matches the recorded one, or, inexact, once the
+    /// replay has gone [`Session::search_limit`] without progress.
+    fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
+        let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
+        let matched = same_state(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
+        let expired = self.watchdog.idle() >= self.search_limit();
+        let Some(h) = self.hunt.as_mut() else { return false };
+        h.hits += 1;
+        if !matched && !expired {
+            return false;
+        }
+        h.found = Some(matched);
+        if !matched {
+            let signo = self.async_signal_due(i).map_or(0, |s| s.signo);
+            eprintln!(
+                "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({} hits); delivered at a hit",
+                self.state.pos,
+                signal_name(signo),
+                self.search_limit().as_secs(),
+                self.hunt.as_ref().map_or(0, |h| h.hits),
+            );
+        }
+        let t = &mut self.state.threads[i];
+        t.regs = regs;
+        t.at = At::Ready;
+        true
+    }
+
+    /// How long the replay may go without progress before a search ends
+    /// at its next hit: [`SEARCH_SHARE`] tenths of the livelock timeout.
+    fn search_limit(&self) -> std::time::Duration {
+        self.opts.livelock_timeout * SEARCH_SHARE / 10
+    }
+
+    /// Whether hunt `h` searches for the log's next event in thread `i`.
+    fn is_current(&self, h: &Hunt, i: usize) -> bool {
+        h.tid == self.state.threads[i].tid && h.event == self.state.pos
+    }
+}
+
+/// Whether a thread with registers `regs` is in the recorded state: the
+/// compared registers equal, and the hash of its stack (read by `stack`,
+/// only when they are; `None`: unreadable) too.
+fn same_state(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> bool {
+    let now = tracee::regs_words(regs);
+    let flags = |w: &[u64], k: usize| if k == EFLAGS { w[k] & ARITHMETIC_FLAGS } else { w[k] };
+    let same = recorded.regs.len() == now.len() && COMPARED.iter().all(|&k| flags(&recorded.regs, k) == flags(&now, k));
+    same && stack().is_some_and(|bytes| HitState::new(vec![], &bytes).stack_hash == recorded.stack_hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regs() -> Regs {
+        // SAFETY: user_regs_struct is plain integers; all zeros is valid.
+        let mut r: Regs = unsafe { std::mem::zeroed() };
+        r.rip = 0x401000;
+        r.rsp = 0x7ffe0000;
+        r.rbx = 42;
+        r.eflags = 0x246;
+        r
+    }
+
+    #[test]
+    fn matches_registers_and_stack_ignoring_kernel_state() {
+        let stack = vec![7u8; STACK_HASH_LEN];
+        let recorded = HitState::new(tracee::regs_words(&regs()), &stack);
+        let mut now = regs();
+        now.orig_rax = 13;
+        now.eflags |= 1 << 16; // RF, set by the kernel at a breakpoint hit
+        assert!(same_state(&recorded, &now, || Some(stack.clone())));
+        now.rbx = 43;
+        assert!(!same_state(&recorded, &now, || Some(stack.clone())));
+        assert!(!same_state(&recorded, &regs(), || Some(vec![8u8; STACK_HASH_LEN])));
+        assert!(!same_state(&recorded, &regs(), || None));
+        let mut zf = regs();
+        zf.eflags &= !0x40;
+        assert!(!same_state(&recorded, &zf, || Some(stack.clone())));
+    }
+}
