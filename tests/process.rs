@@ -17,6 +17,16 @@ fn simple(name: &str, args: &[&str]) -> (String, String) {
     (String::from_utf8_lossy(&rec.stdout).into_owned(), err(&rep))
 }
 
+/// The pids of the live processes running `exe` (from /proc/PID/exe).
+fn running(exe: &Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .collect()
+}
+
 /// Lines of `text`, sorted: processes that print to one pipe interleave
 /// as the run had them, which the test need not pin down.
 fn sorted_lines(text: &str) -> Vec<&str> {
@@ -83,8 +93,7 @@ fn bounded_fork_bomb_ends_with_the_tree() {
     assert_eq!(String::from_utf8_lossy(&rec.stdout), "127 processes\n", "{}", err(&rec));
     let rep = replay(&trace, &[]);
     assert_replays_as_recorded("forktree", &rec, &rep);
-    let leftovers = Command::new("pgrep").arg("-f").arg(prog.to_str().unwrap()).output().unwrap();
-    assert!(leftovers.stdout.is_empty(), "processes outlived weft: {}", String::from_utf8_lossy(&leftovers.stdout));
+    assert_eq!(running(&prog), Vec::<u32>::new(), "processes outlived weft");
 }
 
 #[test]
@@ -188,6 +197,5 @@ fn the_first_process_ends_the_recording() {
     let (rec, _) = record_and_replay("daemon", &[prog.to_str().unwrap()], Stdio::null());
     assert_eq!(String::from_utf8_lossy(&rec.stdout), "daemon started\n");
     assert!(start.elapsed() < std::time::Duration::from_secs(60), "the recording waited for the daemon");
-    let leftovers = Command::new("pgrep").arg("-f").arg(prog.to_str().unwrap()).output().unwrap();
-    assert!(leftovers.stdout.is_empty(), "the daemon outlived weft: {}", String::from_utf8_lossy(&leftovers.stdout));
+    assert_eq!(running(&prog), Vec::<u32>::new(), "the daemon outlived weft");
 }
