@@ -316,10 +316,14 @@ impl Recorder {
         self.mems.remove(&pid);
     }
 
+    /// The process (thread-group id) of thread `pid`.
+    fn tgid(&self, pid: Pid) -> Pid {
+        self.tgids.get(&pid).copied().unwrap_or(pid)
+    }
+
     /// The memory of thread `pid`'s process.
     fn mem(&self, pid: Pid) -> Result<&Memory> {
-        let tgid = self.tgids.get(&pid).copied().unwrap_or(pid);
-        self.mems.get(&tgid).ok_or_else(|| anyhow!("thread {pid} belongs to no recorded process"))
+        self.mems.get(&self.tgid(pid)).ok_or_else(|| anyhow!("thread {pid} belongs to no recorded process"))
     }
 
     fn on_seccomp(&mut self, pid: Pid) -> Result<()> {
@@ -337,7 +341,7 @@ impl Recorder {
                 let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem(pid)?.read_cstr(a)));
                 self.threads.insert(pid, Some(Entry { nr, args, label, path }));
                 if class == Class::Output {
-                    let fd = (self.tgids.get(&pid).copied().unwrap_or(pid), args[0]);
+                    let fd = (self.tgid(pid), args[0]);
                     if self.writing.contains_key(&fd) {
                         self.held.push((fd, pid));
                         return Ok(());
@@ -366,7 +370,7 @@ impl Recorder {
             return resume(pid, None);
         };
         if syscalls::class(entry.nr) == Class::Output {
-            self.release_fd((self.tgids.get(&pid).copied().unwrap_or(pid), entry.args[0]))?;
+            self.release_fd((self.tgid(pid), entry.args[0]))?;
         }
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
         let result = regs.rax as i64;
@@ -482,7 +486,7 @@ impl Recorder {
             self.mems.insert(child, Memory::open(child)?);
             self.tgids.insert(child, child);
         } else {
-            self.tgids.insert(child, self.tgids.get(&pid).copied().unwrap_or(pid));
+            self.tgids.insert(child, self.tgid(pid));
         }
         self.threads.insert(child, None);
         if self.early.remove(&child) {
@@ -556,7 +560,7 @@ impl Recorder {
         let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
         let state = if synchronous || interrupted.is_some() { None } else { self.hit_state(pid, &regs)? };
         self.deliveries.insert(
-            (self.tgids.get(&pid).copied().unwrap_or(pid), signo),
+            (self.tgid(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
         self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }))?;
