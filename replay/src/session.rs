@@ -141,10 +141,12 @@ enum At {
     Blocked(Wait),
     /// Released from a futex wait; the syscall returns this value.
     Woken(i64),
-    /// Stopped for good: it ran on past [`PARK_AFTER`] without a
-    /// scheduling point and has no logged event left (a thread that spins
-    /// until its process is killed, as the recorded one was). It never
-    /// runs again, so it cannot hold the others up on one core.
+    /// Set aside: it ran on past [`PARK_AFTER`] without a scheduling
+    /// point, has no logged event left, and the log's next event belongs
+    /// to another thread that could run (a thread that spins until its
+    /// process is killed, as the recorded one was). It runs again only
+    /// when no other thread can, so it cannot hold the others up on one
+    /// core.
     Parked,
     /// Gone.
     Exited,

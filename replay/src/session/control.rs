@@ -119,10 +119,11 @@ impl Session<'_> {
     }
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too
-    /// long: it has no logged event left, and another thread does.
+    /// long: it has no logged event left, and the thread of the log's next
+    /// event is another one that can run now.
     fn parkable(&self, i: usize) -> bool {
         let ends = |k: usize| !matches!(self.trace.events.get(k).map(|e| &e.kind), Some(kind) if !matches!(kind, weft_record::EventKind::End(_)));
-        ends(self.next_event_of(self.state.threads[i].rec)) && !ends(self.state.pos)
+        ends(self.next_event_of(self.state.threads[i].rec)) && self.next_owner().is_some_and(|j| j != i && self.runnable(j))
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

@@ -385,6 +385,12 @@ impl Session<'_> {
         if let Some(j) = free {
             return Ok(j);
         }
+        // Nothing else can run: a parked thread may still have unlogged
+        // work (a futex wake) that the others wait for.
+        if let Some(j) = self.state.threads.iter().position(|t| t.at == At::Parked) {
+            self.state.threads[j].at = At::Ready;
+            return Ok(j);
+        }
         let expected = self.trace.events.get(self.state.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
         let threads = self.stuck_threads();
         let label = self.next_owner().map_or(0, |j| self.site(j));
