@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -104,6 +105,16 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     static struct weft_hello_reply reply;
     long m = CTL(WEFT_CTL_HELLO, WEFT_RT_VERSION, &reply, &control);
+    if (m == WEFT_MODE_RECORD || m == WEFT_MODE_REPLAY) {
+        /* glibc raises its mmap threshold when any thread frees a mapped
+         * chunk: where the next large block comes from (and when a heap
+         * shrinks) then depends on the timing of other threads' frees, a
+         * race no synchronization orders. Setting the threshold (to its
+         * default, 128 KiB) turns that off, in the recording and the
+         * replay alike; seed 003 §2.2.4 makes the heap deterministic for
+         * the same reason. */
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
         return;
