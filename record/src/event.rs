@@ -170,11 +170,11 @@ impl SyncOp {
     }
 
     /// Whether a replay's marker for it carries the result to compare: the
-    /// wake-ups, marked after the call (a timed condition wait's timeout,
-    /// the barrier's serial thread). Acquires are marked before the call,
-    /// releases without a result.
+    /// barrier's, marked after the call. Acquires and condition waits are
+    /// marked before the call and answered with the recorded result;
+    /// releases have none.
     pub fn result_matters(self) -> bool {
-        matches!(self, SyncOp::CondAcquire | SyncOp::BarrierLeave)
+        self == SyncOp::BarrierLeave
     }
 }
 

@@ -101,6 +101,13 @@ impl InProcess {
         Ok(())
     }
 
+    /// Whether thread `tid` is inside a timed synchronization call whose
+    /// futex waits are not logged (the runtime's `quiet` flag): a replay
+    /// grants the call its recorded outcome without waiting.
+    pub fn quiet(&self, tid: crate::Tid) -> bool {
+        self.buffers.quiet(tid)
+    }
+
     /// Parses the records of a flushed slot ([`InProcess::request`]).
     pub fn flushed(&mut self, tid: crate::Tid, records: &[u8]) {
         parse_records(records, tid, &mut self.order);
@@ -273,6 +280,14 @@ impl Buffers {
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
         Ok(records)
+    }
+
+    /// The `quiet` flag of thread `tid`'s slot (byte 24 of its header).
+    fn quiet(&self, tid: Tid) -> bool {
+        let Some(k) = self.owners.iter().position(|o| *o == Some(tid)) else { return false };
+        // SAFETY: byte 24 of slot k is its u32 quiet flag, written by the
+        // thread, which is stopped.
+        unsafe { (self.slot(k).add(runtime::SLOT_QUIET) as *const u32).read_volatile() != 0 }
     }
 
     /// Slot `k`'s records not yet drained, and where they end.

@@ -346,6 +346,9 @@ impl Recorder {
         if nr == crate::runtime::NR_CTL {
             return self.on_runtime_request(pid, regs);
         }
+        if nr == libc::SYS_futex && self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
+            return resume(pid, None);
+        }
         match syscalls::class(nr) {
             Class::ThreadExit | Class::ExitGroup => {
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;

@@ -40,6 +40,9 @@ pub const SLOT_SIZE: usize = 256 << 10;
 pub const SLOTS: usize = 512;
 /// The shared buffers' size (bytes).
 pub const SHARED_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
+/// Offset of a slot's `quiet` flag (u32): set while the thread is in a
+/// timed synchronization call whose futex waits the recorder leaves out.
+pub const SLOT_QUIET: usize = 24;
 /// Where a slot's records start (bytes into the slot).
 pub const SLOT_DATA: usize = 64;
 /// The runtime's request syscall (`WEFT_NR_CTL`).
