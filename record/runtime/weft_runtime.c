@@ -3,8 +3,8 @@
  *
  * It logs, inside the program and without a ptrace stop, the syscalls a
  * program makes most (the time calls, the stat
- * family, reads that cannot block, getdents64, getrandom, zero-timeout
- * polls) and the order in which threads acquire each synchronization
+ * family, open and close, reads that cannot block, getdents64, getrandom,
+ * zero-timeout polls) and the order in which threads acquire each synchronization
  * variable (seed 003 §3.2: pthread mutexes, rwlocks, condition variables,
  * semaphores, barriers, spinlocks, and futex calls made through syscall(3),
  * as Rust's std makes them). Each record takes its place in the trace from
@@ -531,6 +531,68 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
     }
     long a[6] = {(long)fds, (long)n, 0, 0, 0, 0};
     long r = buffered(SYS_poll, a, NULL, out_pollfds);
+    leave();
+    return (int)with_errno(r);
+}
+
+/* ------------------------------------------------- opening and closing */
+
+static int out_none(long r, const long a[6], struct chunk *out) {
+    (void)r, (void)a, (void)out;
+    return 0;
+}
+
+/* openat's mode argument exists only with O_CREAT or O_TMPFILE (open(2)). */
+static long open_mode(int flags, va_list ap) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, int) : 0;
+}
+
+DECLARE_REAL(int, openat, int, const char *, int, ...)
+static int openat_call(int dirfd, const char *path, int flags, long mode) {
+    if (!enter()) {
+        return get_openat()(dirfd, path, flags, (int)mode);
+    }
+    long a[6] = {dirfd, (long)path, flags, mode, 0, 0};
+    long r = buffered(SYS_openat, a, path, out_none);
+    leave();
+    return (int)with_errno(r);
+}
+EXPORT int openat(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(dirfd, path, flags, mode);
+}
+EXPORT int openat64(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(dirfd, path, flags, mode);
+}
+EXPORT int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(AT_FDCWD, path, flags, mode);
+}
+EXPORT int open64(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(AT_FDCWD, path, flags, mode);
+}
+
+DECLARE_REAL(int, close, int)
+EXPORT int close(int fd) {
+    if (!enter()) {
+        return get_close()(fd);
+    }
+    long a[6] = {fd, 0, 0, 0, 0, 0};
+    long r = buffered(SYS_close, a, NULL, out_none);
     leave();
     return (int)with_errno(r);
 }

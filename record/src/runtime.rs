@@ -111,6 +111,21 @@ pub fn allow_sites(program: BpfProgram) -> BpfProgram {
 mod tests {
     use super::*;
 
+    /// Every call the runtime buffers is one a replay answers from the log
+    /// (the class the ptrace recorder logs it under too).
+    #[test]
+    fn buffered_calls_are_inputs() {
+        use crate::syscalls::{class, name, Class};
+        let buffered = [
+            libc::SYS_openat, libc::SYS_close, libc::SYS_newfstatat, libc::SYS_fstat, libc::SYS_statx, libc::SYS_read,
+            libc::SYS_pread64, libc::SYS_getdents64, libc::SYS_getrandom, libc::SYS_poll, libc::SYS_clock_gettime,
+            libc::SYS_gettimeofday, libc::SYS_time,
+        ];
+        for nr in buffered {
+            assert_eq!(class(nr), Class::Input, "{}", name(nr));
+        }
+    }
+
     /// The header's layout, as the C compiler sees it.
     #[test]
     fn contract_matches_the_c_header() {
