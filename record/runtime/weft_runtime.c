@@ -739,7 +739,9 @@ EXPORT long syscall(long nr, ...) {
     }
     int cmd = (int)b & FUTEX_CMD_MASK;
     int wake = cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_WAKE_OP || cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE;
-    int wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
+    /* A wait with a timeout is a logged syscall of its own (the recorder
+     * traps it): it needs no place of the runtime's. */
+    int wait = (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) && !d;
     long r;
     if (mode == WEFT_MODE_RECORD) {
         if (wake) sync_record(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);

@@ -365,8 +365,8 @@ pub(crate) struct Session<'a> {
     halt: Option<Halt>,
     /// The current [`Goal`] stops at thread creations and exits.
     thread_halts: bool,
-    /// A thread creation or exit to report at the next segment start.
-    deferred: Option<Halt>,
+    /// Thread creations and exits to report, one at each segment start.
+    deferred: std::collections::VecDeque<Halt>,
     /// The process has been reaped ([`Session::drain`]).
     ended: bool,
     /// [`Report::stuck`].
@@ -495,7 +495,7 @@ impl<'a> Session<'a> {
             sync_logged: trace.events.iter().any(|e| matches!(e.kind, weft_record::EventKind::Sync(_))),
             halt: None,
             thread_halts: false,
-            deferred: None,
+            deferred: std::collections::VecDeque::new(),
             ended: false,
             stuck: Vec::new(),
             state,
