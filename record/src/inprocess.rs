@@ -113,6 +113,23 @@ impl InProcess {
         parse_records(records, tid, &mut self.order);
     }
 
+    /// Process `tgid` exec'd: its new image has a runtime of its own,
+    /// which says hello again.
+    pub fn exec(&mut self, tgid: Pid) {
+        self.controls.remove(&tgid);
+    }
+
+    /// Process `tgid` is about to unmap, protect or map over the runtime's
+    /// memory: its runtime is turned off (every call takes the ptrace
+    /// path from here on), with a warning. Before its hello, the runtime
+    /// is setting up that memory itself. Errors: writing its memory.
+    pub fn runtime_memory_changed(&mut self, tgid: Pid, mem: &Memory) -> Result<()> {
+        let Some(&control) = self.controls.get(&tgid) else { return Ok(()) };
+        mem.write(control, &1u32.to_le_bytes())?;
+        eprintln!("weft: warning: process {tgid} changes the in-process runtime's memory; it is recorded through ptrace only from here on");
+        Ok(())
+    }
+
     /// Answers a runtime request from thread `pid` of process `tgid`
     /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns,
     /// and for a flush the records to hand to [`InProcess::flushed`] once

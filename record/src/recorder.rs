@@ -84,14 +84,21 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     let arch = std::env::consts::ARCH.try_into().map_err(|e| anyhow!("{e:?}"))?;
     let mut allow: BTreeMap<i64, Vec<SeccompRule>> =
         syscalls_of(&[Class::Execute, Class::Clone]).into_iter().map(|nr| (nr, vec![])).collect();
-    let anonymous = SeccompCondition::new(
-        3,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64),
-        libc::MAP_ANONYMOUS as u64,
-    )
-    .map_err(|e| anyhow!("{e:?}"))?;
-    allow.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![anonymous]).map_err(|e| anyhow!("{e:?}"))?]);
+    let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
+    let anonymous = || cond(3, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64), libc::MAP_ANONYMOUS as u64);
+    // Calls that would change the runtime's memory are trapped
+    // (runtime::touches_runtime): allowed below it or above it only.
+    let outside = |extra: Option<SeccompCondition>| -> Result<Vec<SeccompRule>> {
+        let below = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Lt, crate::runtime::PAGE)?;
+        let above = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Ge, crate::runtime::END)?;
+        [below, above]
+            .into_iter()
+            .map(|c| SeccompRule::new(extra.iter().cloned().chain([c]).collect()).map_err(|e| anyhow!("{e:?}")))
+            .collect()
+    };
+    allow.insert(libc::SYS_mmap, outside(Some(anonymous()?))?);
+    allow.insert(libc::SYS_munmap, outside(None)?);
+    allow.insert(libc::SYS_mprotect, outside(None)?);
     allow.insert(libc::SYS_futex, untimed_futex_rules()?);
     let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
         .map_err(|e| anyhow!("{e:?}"))?;
@@ -349,6 +356,13 @@ impl Recorder {
         if nr == libc::SYS_futex && self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
             return resume(pid, None);
         }
+        if crate::runtime::touches_runtime(nr, &args) && syscalls::classify(nr, &args) == Class::Execute {
+            let tgid = self.tgid(pid);
+            if let (Some(ip), Some(mem)) = (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+                ip.runtime_memory_changed(tgid, mem)?;
+            }
+            return resume(pid, None);
+        }
         match syscalls::class(nr) {
             Class::ThreadExit | Class::ExitGroup => {
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
@@ -530,6 +544,9 @@ impl Recorder {
             // A non-leader thread exec'd: it takes the leader's pid.
             self.gone(former);
             self.threads.insert(pid, None);
+        }
+        if let Some(ip) = self.inprocess.as_mut() {
+            ip.exec(pid);
         }
         let mem = Memory::open(pid)?;
         let regs = ptrace::getregs(pid)?;

@@ -32,6 +32,15 @@ pub const SYSCALL_LEN: u64 = 2;
 pub const BUFFERED_LABEL: u64 = SITE_BUFFERED + SYSCALL_LEN;
 /// Where the shared buffers are mapped in the program (`WEFT_SHARED`).
 pub const SHARED: u64 = 0x6fff_0001_0000;
+/// The end of the runtime's memory (its code page, then the buffers).
+pub const END: u64 = SHARED + SHARED_SIZE as u64;
+
+/// Whether syscall `nr` with arguments `args` changes the runtime's own
+/// memory (munmap, mprotect, or an anonymous mmap at an address inside
+/// it): the filter traps those, and the process's runtime is turned off.
+pub fn touches_runtime(nr: i64, args: &[u64; 6]) -> bool {
+    matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && (PAGE..END).contains(&args[0])
+}
 /// The shared buffers' header (bytes): the global sequence counter first.
 pub const HEADER_SIZE: usize = 4096;
 /// One thread's slot (bytes).

@@ -202,6 +202,9 @@ struct Proc {
     fds: Fds,
     /// It has not ended.
     live: bool,
+    /// The address of its in-process runtime's control block, once the
+    /// runtime said hello (weft_runtime.h).
+    runtime_control: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -447,7 +450,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None };
         let state = State {
             procs: vec![root],
             root_end: None,

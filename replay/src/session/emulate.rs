@@ -689,7 +689,8 @@ impl Session<'_> {
             sync.clear_user(&mem, addr)?;
         }
         let fds = self.state.procs[parent].fds.clone();
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true });
+        let runtime_control = self.state.procs[parent].runtime_control;
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true, runtime_control });
         Ok(self.state.procs.len() - 1)
     }
 
