@@ -24,7 +24,7 @@ const HELP: &[(&str, &str)] = &[
     ("when", "the current log event, thread, epoch, and why the replay cannot go further, if it cannot"),
     ("goto EVENT", "go (forwards or backwards) to just before log event EVENT"),
     ("events [N]", "the N logged events on each side of the current one (default 5), as `weft dump` prints them"),
-    ("epochs", "the epochs known so far: event range, threads, the event that closed each"),
+    ("epochs", "the recorded epochs (cut after irrevocable syscalls, forks, execs): events, the event that closed each, threads"),
     ("epoch back", "back to the start of this epoch (of the previous one when already there)"),
     ("epoch N", "go to the start of epoch N"),
     ("checkpoint", "make a checkpoint here and print its number"),
@@ -180,23 +180,18 @@ fn events(session: &ReplaySession<'_>, n: usize) -> String {
         .collect()
 }
 
-/// `monitor epochs`: the current epoch is marked `=>`.
+/// `monitor epochs`: the recorded epochs, as `weft dump` heads them, with
+/// their threads; the current epoch is marked `=>`.
 fn epochs(session: &ReplaySession<'_>) -> String {
     let current = session.when().epoch;
+    let events = &session.trace().events;
     session
         .epochs()
         .iter()
         .map(|e| {
             let threads: Vec<String> = e.threads.iter().map(|t| t.to_string()).collect();
-            format!(
-                "{} epoch {}: events {}..{}, threads {}, {}\n",
-                if e.index == current { "=>" } else { "  " },
-                e.index,
-                e.events.start,
-                e.events.end,
-                threads.join(" "),
-                e.closed_by.as_deref().map_or("open".to_string(), |c| format!("closed by {c}"))
-            )
+            let marker = if e.recorded.index == current { "=>" } else { "  " };
+            format!("{marker} {}; threads {}\n", e.recorded.summary(events), threads.join(" "))
         })
         .collect()
 }
