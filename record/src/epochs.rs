@@ -37,14 +37,17 @@ pub struct Closing {
 
 /// The class of the call an event records: a syscall's own; a spawn's as
 /// [`syscalls::call_class`] classes clone (a process is irrevocable, a
-/// thread recordable); an exec is irrevocable. Signals, rdtsc and the End
-/// record no call: `None`.
+/// thread recordable); an exec is irrevocable; a synchronization is
+/// recordable (seed 003 §3.2 logs which thread acquired first, and a
+/// re-execution is given that order). Signals, rdtsc and the End record no
+/// call: `None`.
 pub fn event_class(kind: &EventKind) -> Option<CallClass> {
     match kind {
         EventKind::Syscall(s) => Some(s.class),
         EventKind::Spawn { flags, .. } if is_new_process(*flags) => Some(CallClass::Irrevocable),
         EventKind::Spawn { .. } => Some(CallClass::Recordable),
         EventKind::Exec(_) => Some(CallClass::Irrevocable),
+        EventKind::Sync(_) => Some(CallClass::Recordable),
         EventKind::Signal(_) | EventKind::Rdtsc { .. } | EventKind::End(_) => None,
     }
 }
@@ -119,13 +122,14 @@ fn short_name(kind: &EventKind) -> String {
         EventKind::End(end) => format!("the end ({end})"),
         EventKind::Signal(sig) => crate::event::signal_name(sig.signo),
         EventKind::Rdtsc { .. } => "rdtsc".to_string(),
+        EventKind::Sync(sync) => format!("sync {:?}", sync.op),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{End, Exec, Syscall};
+    use crate::event::{End, Exec, Sync, SyncOp, Syscall};
     use libc as c;
 
     fn event(kind: EventKind) -> Event {
@@ -136,7 +140,8 @@ mod tests {
         event(EventKind::Syscall(Syscall::bare(nr, args, result)))
     }
 
-    /// read, fork, a thread, a failed execve, lseek(SEEK_SET), exec, the end.
+    /// read, fork, a thread, a failed execve, lseek(SEEK_SET), exec, a
+    /// mutex, exit_group, the end.
     fn synthetic() -> Vec<Event> {
         vec![
             call(c::SYS_read, [3, 0x5000, 10, 0, 0, 0], 10),
@@ -146,6 +151,7 @@ mod tests {
             call(c::SYS_lseek, [3, 0, c::SEEK_SET as u64, 0, 0, 0], 0),
             call(c::SYS_clock_gettime, [1, 0x7000, 0, 0, 0, 0], 0),
             event(EventKind::Exec(Exec { argv: vec![b"true".to_vec()], files: vec![], at_random: [0; 16] })),
+            event(EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 0x8000, result: 0 })),
             call(c::SYS_exit_group, [0; 6], 0),
             event(EventKind::End(End::Exited(0))),
         ]
@@ -163,12 +169,12 @@ mod tests {
                 (0..2, irrevocable(1)),
                 (2..5, irrevocable(4)),
                 (5..7, irrevocable(6)),
-                (7..9, Some(Closing { event: 8, class: None })),
+                (7..10, Some(Closing { event: 9, class: None })),
             ]
         );
         assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), [0, 1, 2, 3]);
         assert_eq!(got[1].summary(&events), "epoch 1: events #2..#4, closed by #4 lseek (irrevocable)");
-        assert_eq!(got[3].summary(&events), "epoch 3: events #7..#8, closed by #8 the end (exited with status 0)");
+        assert_eq!(got[3].summary(&events), "epoch 3: events #7..#9, closed by #9 the end (exited with status 0)");
     }
 
     #[test]
@@ -185,8 +191,8 @@ mod tests {
     #[test]
     fn the_epoch_of_an_event() {
         let got = epochs(&synthetic());
-        let of: Vec<usize> = (0..11).map(|i| epoch_of(&got, i)).collect();
-        assert_eq!(of, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 3]);
+        let of: Vec<usize> = (0..12).map(|i| epoch_of(&got, i)).collect();
+        assert_eq!(of, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3]);
         assert_eq!(epoch_of(&[], 5), 0);
     }
 }
