@@ -101,12 +101,19 @@ impl InProcess {
         Ok(())
     }
 
+    /// Parses the records of a flushed slot ([`InProcess::request`]).
+    pub fn flushed(&mut self, tid: crate::Tid, records: &[u8]) {
+        parse_records(records, tid, &mut self.order);
+    }
+
     /// Answers a runtime request from thread `pid` of process `tgid`
-    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns.
+    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns,
+    /// and for a flush the records to hand to [`InProcess::flushed`] once
+    /// the thread runs again (it need not wait while they are parsed).
     /// Errors: the reply could not be written to the program's memory.
-    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<i64> {
+    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<(i64, Vec<u8>)> {
         let args = tracee::syscall_args(regs);
-        Ok(match args[0] {
+        Ok((match args[0] {
             runtime::CTL_HELLO if args[1] == runtime::VERSION => {
                 let mut reply = self.buffers.path().as_bytes().to_vec();
                 reply.push(0);
@@ -116,12 +123,9 @@ impl InProcess {
                 runtime::MODE_RECORD
             }
             runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
-            runtime::CTL_FLUSH => {
-                self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.order)?;
-                0
-            }
+            runtime::CTL_FLUSH => return Ok((0, self.buffers.flush(args[1] as usize, pid.as_raw())?)),
             _ => -libc::EINVAL as i64,
-        })
+        }, Vec::new()))
     }
 
     /// Says so when no process of the recording loaded the runtime (a
@@ -257,38 +261,35 @@ impl Buffers {
         }
     }
 
-    /// Empties slot `k` of its thread, which is stopped at a FLUSH request:
-    /// its records are drained, and it writes from the start again.
-    pub fn flush(&mut self, k: usize, tid: Tid, order: &mut Order) -> Result<()> {
+    /// Empties slot `k` of its thread, which is stopped at a FLUSH request,
+    /// so that it writes from the start again; returns the records it held,
+    /// to be parsed ([`parse_records`]) once the thread runs again.
+    pub fn flush(&mut self, k: usize, tid: Tid) -> Result<Vec<u8>> {
         if k >= SLOTS || self.owners[k] != Some(tid) {
             bail!("thread {tid} flushed slot {k}, which is not its own");
         }
-        self.drain_slot(k, order);
+        let (records, _) = self.committed(k);
+        let records = records.to_vec();
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        Ok(())
+        Ok(records)
+    }
+
+    /// Slot `k`'s records not yet drained, and where they end.
+    fn committed(&self, k: usize) -> (&[u8], usize) {
+        let head = (self.word(k, 8).load(Ordering::Acquire) as usize).min(SLOT_SIZE - SLOT_DATA);
+        let tail = (self.word(k, 16).load(Ordering::Relaxed) as usize).min(head);
+        // SAFETY: [SLOT_DATA, SLOT_SIZE) of slot k is inside the mapping;
+        // bytes below `head` were published with a release store.
+        let data = unsafe { std::slice::from_raw_parts(self.slot(k).add(SLOT_DATA), head) };
+        (&data[tail..], head)
     }
 
     fn drain_slot(&mut self, k: usize, order: &mut Order) {
         let Some(tid) = self.owners[k] else { return };
-        let head = (self.word(k, 8).load(Ordering::Acquire) as usize).min(SLOT_SIZE - SLOT_DATA);
-        let mut tail = self.word(k, 16).load(Ordering::Relaxed) as usize;
-        // SAFETY: [SLOT_DATA, SLOT_SIZE) of slot k is inside the mapping;
-        // bytes below `head` were published with a release store.
-        let data = unsafe { std::slice::from_raw_parts(self.slot(k).add(SLOT_DATA), SLOT_SIZE - SLOT_DATA) };
-        while tail < head {
-            match parse(&data[tail..head], tid) {
-                Some((seq, event, size)) => {
-                    order.push(seq, event);
-                    tail += size;
-                }
-                None => {
-                    tracing::warn!(tid, slot = k, offset = tail, "malformed in-process record; the slot's rest is dropped");
-                    tail = head;
-                }
-            }
-        }
-        self.word(k, 16).store(tail as u64, Ordering::Release);
+        let (records, head) = self.committed(k);
+        parse_records(records, tid, order);
+        self.word(k, 16).store(head as u64, Ordering::Release);
     }
 }
 
@@ -296,6 +297,24 @@ impl Drop for Buffers {
     fn drop(&mut self) {
         // SAFETY: base and SHARED_SIZE are the mapping made in create().
         unsafe { libc::munmap(self.base.cast(), SHARED_SIZE) };
+    }
+}
+
+/// Parses thread `tid`'s records `bytes` into `order`. A malformed record
+/// drops the rest, with an error message: the replay diverges there.
+pub fn parse_records(bytes: &[u8], tid: Tid, order: &mut Order) {
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse(&bytes[at..], tid) {
+            Some((seq, event, size)) => {
+                order.push(seq, event);
+                at += size;
+            }
+            None => {
+                eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
+                return;
+            }
+        }
     }
 }
 
@@ -350,6 +369,9 @@ fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
     ranges
         .into_iter()
         .map(|(addr, len)| {
+            if len == 0 {
+                return Some(MemWrite { addr, data: Contents::Bytes(Vec::new()) });
+            }
             let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr + len <= a + b.len() as u64)?;
             let from = (addr - start) as usize;
             Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
@@ -389,7 +411,7 @@ impl Order {
             if !all && since.elapsed() < GAP_PATIENCE {
                 break;
             }
-            tracing::warn!(missing = self.next, "in-process record never written; skipped");
+            eprintln!("weft: warning: in-process record {} was never written (its thread was killed?); skipped", self.next);
             self.next = first;
         }
         out

@@ -656,15 +656,18 @@ impl Recorder {
     /// runtime on, it fails as the unknown syscall it is.
     fn on_runtime_request(&mut self, pid: Pid, mut regs: Regs) -> Result<()> {
         let tgid = self.tgid(pid);
-        let answer = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+        let (answer, flushed) = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
             (Some(ip), Some(mem)) => ip.request(pid, tgid, &regs, mem)?,
-            _ => -libc::ENOSYS as i64,
+            _ => (-libc::ENOSYS as i64, Vec::new()),
         };
-        self.write_ready(false)?;
         regs.orig_rax = u64::MAX;
         regs.rax = answer as u64;
         ptrace::setregs(pid, regs).or_else(ignore_esrch)?;
-        resume(pid, None)
+        resume(pid, None)?;
+        if let Some(ip) = self.inprocess.as_mut() {
+            ip.flushed(pid.as_raw(), &flushed);
+        }
+        self.write_ready(false)
     }
 
     /// A set-user-ID or set-group-ID program runs without its privileges
