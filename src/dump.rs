@@ -120,7 +120,8 @@ fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
     } else {
         let argv: Vec<_> = trace.meta.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
         let (pid, events) = (trace.meta.pid, trace.events.len());
-        writeln!(out, "trace {}: {} (pid {pid}), {events} events in {} epochs", dir.display(), argv.join(" "), epochs.len())?;
+        let epochs_n = format!("{} epoch{}", epochs.len(), if epochs.len() == 1 { "" } else { "s" });
+        writeln!(out, "trace {}: {} (pid {pid}), {events} events in {epochs_n}", dir.display(), argv.join(" "))?;
         writeln!(out, "recorded on {}", trace.meta.cpu)?;
         let procs = weft_record::tree::processes(&trace);
         if procs.len() > 1 {

@@ -10,7 +10,7 @@ use crate::mark::Mark;
 use anyhow::{bail, Result};
 use std::collections::{BTreeSet, HashMap};
 use weft_record::epochs::{self as recorded, epoch_of};
-use weft_record::{Tid, Trace};
+use weft_record::{EventKind, Tid, Trace};
 
 /// One epoch, as the debugger lists it.
 #[derive(Debug, Clone)]
@@ -37,7 +37,10 @@ impl Epochs {
 
     /// Every epoch of `trace` (the one these were made from), in order.
     pub fn list(&self, trace: &Trace) -> Vec<Epoch> {
-        let threads = |e: &recorded::Epoch| -> BTreeSet<Tid> { trace.events[e.events.clone()].iter().map(|e| e.tid).collect() };
+        // The End is no thread's.
+        let threads = |e: &recorded::Epoch| -> BTreeSet<Tid> {
+            trace.events[e.events.clone()].iter().filter(|e| !matches!(e.kind, EventKind::End(_))).map(|e| e.tid).collect()
+        };
         self.list.iter().map(|e| Epoch { recorded: e.clone(), threads: threads(e).into_iter().collect() }).collect()
     }
 
