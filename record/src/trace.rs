@@ -627,14 +627,8 @@ mod tests {
             tid: 100,
             label: i,
             kind: EventKind::Syscall(Syscall {
-                nr: 0,
-                args: [0; 6],
-                result: 1000,
-                path: None,
                 writes: vec![crate::event::MemWrite { addr: 0x1000, data: Contents::Bytes(vec![i as u8; 1000]) }],
-                output_hash: None,
-                file: None,
-                unsupported: false,
+                ..Syscall::bare(0, [0; 6], 1000)
             }),
         }
     }

@@ -51,7 +51,13 @@ fn compile(name: &str, bin: &str, flags: &[&str]) -> PathBuf {
             .status()
             .expect("run cc");
         assert!(st.success(), "cc failed for {name}");
-        std::fs::rename(&tmp, &out).unwrap();
+        // The first build in wins: replacing it would delete the file
+        // under a program already running it (one that execs
+        // /proc/self/exe then finds it deleted).
+        match std::fs::hard_link(&tmp, &out) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{}: {e}", out.display()),
+            _ => std::fs::remove_file(&tmp).unwrap(),
+        }
     }
     out
 }
