@@ -72,10 +72,16 @@ pub fn trace_dir(name: &str) -> PathBuf {
 
 /// Runs `weft record -o TRACE -- argv...` with `stdin` as its stdin.
 pub fn record(trace: &Path, argv: &[&str], stdin: Stdio) -> Output {
+    record_with(trace, &[], argv, stdin)
+}
+
+/// Runs `weft record -o TRACE FLAGS... -- argv...` with `stdin` as its stdin.
+pub fn record_with(trace: &Path, flags: &[&str], argv: &[&str], stdin: Stdio) -> Output {
     weft()
         .arg("record")
         .arg("-o")
         .arg(trace)
+        .args(flags)
         .arg("--")
         .args(argv)
         .stdin(stdin)
