@@ -143,6 +143,7 @@ struct slot {
     volatile unsigned long head;
     volatile unsigned long tail;
     volatile unsigned int quiet;
+    volatile unsigned int logging;
 };
 
 static struct slot *slot_of(int k) {
@@ -196,6 +197,13 @@ static void commit(unsigned long size) {
     __atomic_store_n(&s->head, s->head + size, __ATOMIC_RELEASE);
 }
 
+/* Set from the moment a call's outcome is known until its record is
+ * written: a signal that arrives in between is placed by the recorder
+ * after that record, as it came after the call. */
+static void logging(int on) {
+    slot_of(self.slot)->logging = on;
+}
+
 static unsigned long next_seq(void) {
     return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
 }
@@ -237,10 +245,15 @@ typedef int (*describe_fn)(long result, const long a[6], struct chunk *out);
 
 static long buffered(long nr, const long a[6], const char *path, describe_fn describe) {
     long r = BUFFERED(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-    if (mode == WEFT_MODE_RECORD) {
+    /* A call a signal interrupted (no SA_RESTART) is the signal's event
+     * alone, as at a ptrace stop: a replay delivers the signal in the call,
+     * and the kernel makes it fail with EINTR there too. */
+    if (mode == WEFT_MODE_RECORD && r != -EINTR) {
+        logging(1);
         struct chunk c[2];
         int n = r >= 0 ? describe(r, a, c) : 0;
         log_syscall(next_seq(), nr, a, r, path, c, n);
+        logging(0);
     }
     return r;
 }
@@ -612,9 +625,11 @@ EXPORT int close(int fd) {
         if (mode == WEFT_MODE_RECORD) {                                         \
             quiet(1);                                                           \
             r = get_##name() args;                                              \
+            logging(1);                                                         \
             long logged = outcome(r);                                           \
             quiet(0);                                                           \
             sync_record(op, (const void *)(var), logged);                       \
+            logging(0);                                                         \
         } else {                                                                \
             long logged = sync_marker(op, (const void *)(var), 0);              \
             r = logged ? as_returned(logged, sem) : get_##name() args;          \

@@ -54,6 +54,14 @@ impl InProcess {
         runtime::install(&crate::dirs::trace_root()?.join("runtime"))
     }
 
+    /// Holds back signal `event`, delivered to a thread right after a
+    /// buffered syscall returned and before the runtime logged it: it takes
+    /// its place right after that call's record. (A handler's own calls
+    /// are not buffered, so that record is the thread's next.)
+    pub fn defer_signal(&mut self, event: Event) {
+        self.order.deferred.entry(event.tid).or_default().push(event);
+    }
+
     /// Adds event `event`, logged at a ptrace stop, to the global order,
     /// and drains the buffered records that may precede it.
     pub fn log(&mut self, event: Event) {
@@ -74,6 +82,10 @@ impl InProcess {
     /// Thread `tid` is gone: its records are drained, its slot freed.
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
+        for signal in self.order.deferred.remove(&tid).unwrap_or_default() {
+            let seq = self.buffers.next_seq();
+            self.order.push(seq, signal);
+        }
     }
 
     /// A thread of process `parent` spawned `child` with clone `flags`
@@ -105,7 +117,15 @@ impl InProcess {
     /// futex waits are not logged (the runtime's `quiet` flag): a replay
     /// grants the call its recorded outcome without waiting.
     pub fn quiet(&self, tid: crate::Tid) -> bool {
-        self.buffers.quiet(tid)
+        self.buffers.flag(tid, runtime::SLOT_QUIET)
+    }
+
+    /// Whether an asynchronous signal delivered to thread `tid` at `pc`
+    /// arrived after a call the runtime has yet to log (right after a
+    /// buffered syscall, at a flush, or while the record is written): it
+    /// then goes after that record ([`InProcess::defer_signal`]).
+    pub fn before_record(&self, tid: crate::Tid, pc: u64) -> bool {
+        pc == runtime::BUFFERED_LABEL || pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
     }
 
     /// Parses the records of a flushed slot ([`InProcess::request`]).
@@ -299,12 +319,13 @@ impl Buffers {
         Ok(records)
     }
 
-    /// The `quiet` flag of thread `tid`'s slot (byte 24 of its header).
-    fn quiet(&self, tid: Tid) -> bool {
+    /// Flag `offset` ([`runtime::SLOT_QUIET`], [`runtime::SLOT_LOGGING`])
+    /// of thread `tid`'s slot.
+    fn flag(&self, tid: Tid, offset: usize) -> bool {
         let Some(k) = self.owners.iter().position(|o| *o == Some(tid)) else { return false };
-        // SAFETY: byte 24 of slot k is its u32 quiet flag, written by the
-        // thread, which is stopped.
-        unsafe { (self.slot(k).add(runtime::SLOT_QUIET) as *const u32).read_volatile() != 0 }
+        // SAFETY: the flags are u32 words of slot k's header, written by
+        // the thread, which is stopped.
+        unsafe { (self.slot(k).add(offset) as *const u32).read_volatile() != 0 }
     }
 
     /// Slot `k`'s records not yet drained, and where they end.
@@ -416,15 +437,23 @@ fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
 pub struct Order {
     /// The next number to write.
     next: u64,
-    pending: BTreeMap<u64, Event>,
+    /// The events by number: a buffered record may carry a deferred signal.
+    pending: BTreeMap<u64, Vec<Event>>,
     /// Since when `next` has been missing while later events wait.
     gap_since: Option<Instant>,
+    /// Signals waiting for their thread's next buffered record.
+    deferred: HashMap<Tid, Vec<Event>>,
 }
 
 impl Order {
-    /// Adds event number `seq`.
+    /// Adds event number `seq`; a signal deferred for a buffered record of
+    /// its thread follows it.
     pub fn push(&mut self, seq: u64, event: Event) {
-        self.pending.insert(seq, event);
+        let signals = match (&event.kind, event.label) {
+            (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
+            _ => None,
+        };
+        self.pending.entry(seq).or_default().extend(std::iter::once(event).chain(signals.into_iter().flatten()));
     }
 
     /// The events that can be written now, in order: the run of numbers
@@ -433,12 +462,17 @@ impl Order {
     pub fn ready(&mut self, all: bool) -> Vec<Event> {
         let mut out = Vec::new();
         loop {
-            while let Some(e) = self.pending.remove(&self.next) {
-                out.push(e);
+            while let Some(events) = self.pending.remove(&self.next) {
+                out.extend(events);
                 self.next += 1;
                 self.gap_since = None;
             }
-            let Some((&first, _)) = self.pending.first_key_value() else { break };
+            let Some((&first, _)) = self.pending.first_key_value() else {
+                if all {
+                    out.extend(self.deferred.drain().flat_map(|(_, e)| e));
+                }
+                break;
+            };
             let since = *self.gap_since.get_or_insert_with(Instant::now);
             if !all && since.elapsed() < GAP_PATIENCE {
                 break;

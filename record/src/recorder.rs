@@ -603,7 +603,15 @@ impl Recorder {
             (self.tgid(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
-        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }))?;
+        // A signal that hit the runtime after a call and before its record
+        // comes after that record, which the runtime writes once the
+        // handler has run.
+        let asynchronous = !synchronous && interrupted.is_none();
+        let event = Event { tid: pid.as_raw(), label: regs.rip, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
+        match self.inprocess.as_mut() {
+            Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),
+            _ => self.log(event.tid, event.label, event.kind)?,
+        }
         self.trace.flush()?;
         resume(pid, Some(sig))
     }

@@ -27,6 +27,9 @@ pub const SITE_CTL: u64 = PAGE + 0x20;
 /// Length of a `syscall` instruction (bytes): a stop's rip is the site
 /// plus this.
 pub const SYSCALL_LEN: u64 = 2;
+/// The pc of a thread stopped at a runtime request (after the CTL site's
+/// `syscall`).
+pub const CTL_LABEL: u64 = SITE_CTL + SYSCALL_LEN;
 /// The label of every event the runtime logs: the pc after the BUFFERED
 /// site's `syscall`.
 pub const BUFFERED_LABEL: u64 = SITE_BUFFERED + SYSCALL_LEN;
@@ -52,6 +55,9 @@ pub const SHARED_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
 /// Offset of a slot's `quiet` flag (u32): set while the thread is in a
 /// timed synchronization call whose futex waits the recorder leaves out.
 pub const SLOT_QUIET: usize = 24;
+/// Offset of a slot's `logging` flag (u32): set while the thread writes
+/// the record of a call whose outcome is known.
+pub const SLOT_LOGGING: usize = 28;
 /// Where a slot's records start (bytes into the slot).
 pub const SLOT_DATA: usize = 64;
 /// The runtime's request syscall (`WEFT_NR_CTL`).
