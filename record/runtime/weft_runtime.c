@@ -287,12 +287,21 @@ static void sync_record(int op, const void *var, long result) {
 /* In a replay: waits for the operation's place in the log and returns the
  * recorded result, which the replayer answers with. */
 static long sync_marker(int op, const void *var, long result) {
-    return BUFFERED(WEFT_NR_SYNC, op, var, result, 0, 0, 0);
+    long r;
+    /* A signal the recording saw interrupt the real wait is delivered in
+     * the marker: without SA_RESTART the marker fails with EINTR, and is
+     * made again (as libc's waits retry). */
+    do {
+        r = BUFFERED(WEFT_NR_SYNC, op, var, result, 0, 0, 0);
+    } while (r == -EINTR);
+    return r;
 }
 
-/* While set, the recorder does not log this thread's futex waits: those
- * a timed synchronization call makes inside libc, which a replay, granting
- * the call its recorded outcome in order, does not make. */
+/* While set, the thread is in a synchronization call's real wait, which a
+ * replay, granting the call its recorded outcome in order, does not make:
+ * the recorder does not log its futex waits (those a timed call makes
+ * inside libc), and a signal that interrupts one is placed at the call's
+ * replay marker instead (see sync_marker). */
 static void quiet(int on) {
     slot_of(self.slot)->quiet = on;
 }
@@ -760,7 +769,9 @@ EXPORT long syscall(long nr, ...) {
     long r;
     if (mode == WEFT_MODE_RECORD) {
         if (wake) sync_record(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
+        quiet(wait);
         r = real_syscall(nr, a, b, c, d, e, f);
+        quiet(0);
         if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
     } else {
         if (wait) sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);

@@ -58,7 +58,15 @@ impl InProcess {
     /// buffered syscall returned and before the runtime logged it: it takes
     /// its place right after that call's record. (A handler's own calls
     /// are not buffered, so that record is the thread's next.)
-    pub fn defer_signal(&mut self, event: Event) {
+    /// In a replay the runtime's code between a call and its record is
+    /// not the recording's (it makes a marker instead), so the signal is
+    /// delivered where the replayed call returns, at [`runtime::BUFFERED_LABEL`],
+    /// and keeps no state to match.
+    pub fn defer_signal(&mut self, mut event: Event) {
+        if let EventKind::Signal(s) = &mut event.kind {
+            s.state = None;
+        }
+        event.label = runtime::BUFFERED_LABEL;
         self.order.deferred.entry(event.tid).or_default().push(event);
     }
 

@@ -597,7 +597,17 @@ impl Recorder {
         let signo = sig as i32;
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
-        let interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
+        let mut interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
+        let mut label = regs.rip;
+        if let (Some(x), Some(ip)) = (interrupted.as_mut(), self.inprocess.as_ref()) {
+            if x.nr == libc::SYS_futex && ip.quiet(pid.as_raw()) {
+                // It interrupted the real wait of a synchronization call,
+                // which a replay does not make: it goes to the call's
+                // marker there (weft_runtime.c, sync_marker).
+                x.nr = crate::runtime::NR_SYNC;
+                label = crate::runtime::BUFFERED_LABEL;
+            }
+        }
         let state = if synchronous || interrupted.is_some() { None } else { self.hit_state(pid, &regs)? };
         self.deliveries.insert(
             (self.tgid(pid), signo),
@@ -607,7 +617,7 @@ impl Recorder {
         // comes after that record, which the runtime writes once the
         // handler has run.
         let asynchronous = !synchronous && interrupted.is_none();
-        let event = Event { tid: pid.as_raw(), label: regs.rip, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
+        let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
         match self.inprocess.as_mut() {
             Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),
             _ => self.log(event.tid, event.label, event.kind)?,

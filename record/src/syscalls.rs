@@ -243,6 +243,11 @@ pub fn read_path<E>(addr: u64, read_cstr: impl FnOnce(u64) -> Result<Vec<u8>, E>
 /// numbers beyond the generated table (syscalls newer than its kernel)
 /// are named by number.
 pub fn name(nr: i64) -> String {
+    match nr {
+        crate::runtime::NR_SYNC => return "weft_sync".into(),
+        crate::runtime::NR_CTL => return "weft_ctl".into(),
+        _ => {}
+    }
     table::SYSCALLS
         .iter()
         .find(|s| s.nr == nr)

@@ -34,6 +34,7 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use weft_record::runtime;
 use weft_record::event::{EventKind, Signal};
 use weft_record::tracee;
 
@@ -69,6 +70,8 @@ impl<'a> Session<'a> {
             At::Entry(e) => Some(e),
             // At the instruction the signal hit (or where its search gave up).
             At::Ready if found.is_some() => None,
+            // Where the runtime call it came after returns.
+            At::Ready if self.after_runtime_call(i) => None,
             At::Blocked(_) => {
                 let regs = self.state.threads[i].regs;
                 Some(Entry { nr: regs.orig_rax as i64, args: tracee::syscall_args(&regs), label: regs.rip })
@@ -113,6 +116,16 @@ impl<'a> Session<'a> {
             _ => return Ok(None),
         };
         self.delivered(i, s, sig, exact, !sent)
+    }
+
+    /// Whether the log's next event is an asynchronous signal to thread
+    /// `i` that the recorder placed after a runtime call (no state, the
+    /// runtime's label), and the thread stands where that call returns.
+    pub(super) fn after_runtime_call(&self, i: usize) -> bool {
+        let Some(s) = self.async_signal_due(i) else { return false };
+        let at_label = self.trace.events[self.state.pos].label == runtime::BUFFERED_LABEL;
+        let t = &self.state.threads[i];
+        at_label && s.state.is_none() && s.interrupted.is_none() && t.at == At::Ready && t.regs.rip == runtime::BUFFERED_LABEL
     }
 
     /// Whether a due signal `s` can reach thread `i`, blocked in a futex

@@ -134,6 +134,10 @@ impl Session<'_> {
     /// next scheduling point, unless `goal` stops first; `Some` is a halt.
     fn segment(&mut self, goal: &Goal) -> Result<Option<Halt>> {
         let cur = self.cur;
+        if self.after_runtime_call(cur) {
+            // The signal is delivered here, at this scheduling point.
+            return Ok(None);
+        }
         if !self.state.mid_segment {
             if let Some(halt) = self.deferred.pop_front() {
                 return Ok(Some(halt));
