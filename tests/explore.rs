@@ -1,25 +1,47 @@
 //! Schedule exploration (seed 000 §4): a recording whose interleaving the
 //! log does not capture replays invalid in log order; `weft replay -a`
 //! finds the preemption that makes it valid, prints the output once, and
-//! saves the schedule so the next replay needs no search.
+//! saves the schedule so the next replay needs no search. Such a log is a
+//! ptrace-only one (`--no-inprocess`): the in-process runtime logs the
+//! lock order (seed 003 §3.2), and the same program then replays valid at
+//! the first attempt.
 
 mod common;
 use common::*;
 use std::process::Stdio;
 
-/// Records lockorder until the run took the common multi-core order (the
-/// adder first: x=4); a rare run that did not is recorded again.
-fn record_adder_first(name: &str) -> std::path::PathBuf {
+/// Records lockorder (with weft record's `flags`) until the run took the
+/// common multi-core order (the adder first: x=4); a rare run that did not
+/// is recorded again.
+fn record_adder_first_with(name: &str, flags: &[&str]) -> std::path::PathBuf {
     let prog = program("lockorder");
     for attempt in 0..5 {
         let trace = trace_dir(&format!("{name}-{attempt}"));
-        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
         assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
         if rec.stdout == b"x=4\n" {
             return trace;
         }
     }
     panic!("five recordings of lockorder all ran the doubler first");
+}
+
+/// A ptrace-only recording of lockorder: its log misses the lock order.
+fn record_adder_first(name: &str) -> std::path::PathBuf {
+    record_adder_first_with(name, &["--no-inprocess"])
+}
+
+/// With the in-process runtime, the log holds the order in which the
+/// threads took the lock: the replay is valid in log order, no search.
+#[test]
+fn the_runtime_logs_the_lock_order() {
+    let trace = record_adder_first_with("lockorder-inprocess", &[]);
+    let dump = weft().arg("dump").arg(&trace).output().unwrap();
+    assert!(String::from_utf8_lossy(&dump.stdout).contains("sync MutexLock"), "the lock order is in the log");
+    let plain = replay(&trace, &["--no-explore"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", err(&plain));
+    assert!(err(&plain).contains("replay valid"), "{}", err(&plain));
+    assert_eq!(plain.stdout, b"x=4\n");
 }
 
 #[test]

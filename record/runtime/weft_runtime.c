@@ -619,6 +619,23 @@ EXPORT int close(int fd) {
     return (int)with_errno(r);
 }
 
+/* -------------------------------------------------------------- vfork */
+
+/* vfork(2) becomes a fork (glibc's _Fork: no atfork handlers, as vfork):
+ * a vfork child runs on its parent's memory, TLS and buffer slot until it
+ * execs, so its calls would be logged as its parent's; and the replay runs
+ * a vfork as a fork anyway, so the recording now does the same thing. */
+EXPORT pid_t vfork(void) {
+    static pid_t (*fork_fn)(void);
+    if (!fork_fn) {
+        fork_fn = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork");
+    }
+    if (!fork_fn) {
+        fork_fn = (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
+    }
+    return fork_fn();
+}
+
 /* ------------------------------------------------------ pthread locks */
 
 /* An acquire-like call. Recording: the real call, then its place in the

@@ -480,6 +480,9 @@ impl Session<'_> {
         }
         let old = std::mem::take(&mut self.state.procs[p].sync);
         self.state.procs[p].mem = std::sync::Arc::new(mem);
+        // The new image's runtime says hello again (until then, its own
+        // set-up maps the runtime's memory).
+        self.state.procs[p].runtime_control = None;
         if p == 0 {
             self.pending_breakpoints.extend(old.user());
         }
