@@ -197,9 +197,10 @@ static void commit(unsigned long size) {
     __atomic_store_n(&s->head, s->head + size, __ATOMIC_RELEASE);
 }
 
-/* Set from the moment a call's outcome is known until its record is
- * written: a signal that arrives in between is placed by the recorder
- * after that record, as it came after the call. */
+/* Set once a call's place in the order is taken (right after the call)
+ * until its record is written: a signal that arrives in between is placed
+ * by the recorder right after that record, as it came after the call (and
+ * before whatever its handler logs). */
 static void logging(int on) {
     slot_of(self.slot)->logging = on;
 }
@@ -249,10 +250,11 @@ static long buffered(long nr, const long a[6], const char *path, describe_fn des
      * alone, as at a ptrace stop: a replay delivers the signal in the call,
      * and the kernel makes it fail with EINTR there too. */
     if (mode == WEFT_MODE_RECORD && r != -EINTR) {
+        unsigned long seq = next_seq();
         logging(1);
         struct chunk c[2];
         int n = r >= 0 ? describe(r, a, c) : 0;
-        log_syscall(next_seq(), nr, a, r, path, c, n);
+        log_syscall(seq, nr, a, r, path, c, n);
         logging(0);
     }
     return r;
@@ -268,20 +270,24 @@ static long with_errno(long r) {
 
 /* ------------------------------------------------ synchronization order */
 
-/* Logs a synchronization record (seed 003 §3.2) with its place in the
+/* Logs a synchronization record (seed 003 §3.2) at place `seq` in the
  * order: taken before a release, after an acquire. */
-static void sync_record(int op, const void *var, long result) {
+static void sync_record_at(unsigned long seq, int op, const void *var, long result) {
     unsigned long size = sizeof(struct weft_record);
     struct weft_record *r = (struct weft_record *)reserve(size);
     memset(r, 0, size);
     r->size = (unsigned int)size;
     r->kind = WEFT_REC_SYNC;
-    r->seq = next_seq();
+    r->seq = seq;
     r->nr = op;
     r->args[0] = (unsigned long)var;
     r->result = result;
     r->path_len = WEFT_NO_PATH;
     commit(size);
+}
+
+static void sync_record(int op, const void *var, long result) {
+    sync_record_at(next_seq(), op, var, result);
 }
 
 /* In a replay: waits for the operation's place in the log and returns the
@@ -651,10 +657,11 @@ EXPORT pid_t vfork(void) {
         if (mode == WEFT_MODE_RECORD) {                                         \
             quiet(1);                                                           \
             r = get_##name() args;                                              \
+            unsigned long seq = next_seq();                                     \
             logging(1);                                                         \
             long logged = outcome(r);                                           \
             quiet(0);                                                           \
-            sync_record(op, (const void *)(var), logged);                       \
+            sync_record_at(seq, op, (const void *)(var), logged);               \
             logging(0);                                                         \
         } else {                                                                \
             long logged = sync_marker(op, (const void *)(var), 0);              \

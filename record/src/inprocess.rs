@@ -39,13 +39,15 @@ pub struct InProcess {
     controls: HashMap<Pid, u64>,
     /// How many runtimes said hello.
     hellos: u64,
+    /// The address ranges of the runtime library's code, by process.
+    code: HashMap<Pid, Vec<std::ops::Range<u64>>>,
     warned_clone: bool,
 }
 
 impl InProcess {
     /// Sets up the shared buffers. Errors: [`Buffers::create`].
     pub fn new() -> Result<Self> {
-        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, warned_clone: false })
+        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false })
     }
 
     /// Installs the runtime library under weft's data directory and
@@ -67,13 +69,27 @@ impl InProcess {
             s.state = None;
         }
         event.label = runtime::BUFFERED_LABEL;
-        self.order.deferred.entry(event.tid).or_default().push(event);
+        // Its own place too: it cannot come before what sent it.
+        let seq = self.buffers.next_seq();
+        self.order.deferred.entry(event.tid).or_default().push((seq, event));
     }
 
     /// Adds event `event`, logged at a ptrace stop, to the global order,
     /// and drains the buffered records that may precede it.
     pub fn log(&mut self, event: Event) {
         let seq = self.buffers.next_seq();
+        self.log_at(seq, event);
+    }
+
+    /// Takes a place in the global order for an event logged later
+    /// ([`InProcess::log_at`]).
+    pub fn reserve(&self) -> u64 {
+        self.buffers.next_seq()
+    }
+
+    /// Adds event `event` at place `seq` ([`InProcess::reserve`]), and
+    /// drains the buffered records that may precede it.
+    pub fn log_at(&mut self, seq: u64, event: Event) {
         self.order.push(seq, event);
         self.buffers.drain(&mut self.order);
     }
@@ -90,8 +106,7 @@ impl InProcess {
     /// Thread `tid` is gone: its records are drained, its slot freed.
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
-        for signal in self.order.deferred.remove(&tid).unwrap_or_default() {
-            let seq = self.buffers.next_seq();
+        for (seq, signal) in self.order.deferred.remove(&tid).unwrap_or_default() {
             self.order.push(seq, signal);
         }
     }
@@ -133,7 +148,16 @@ impl InProcess {
     /// buffered syscall, at a flush, or while the record is written): it
     /// then goes after that record ([`InProcess::defer_signal`]).
     pub fn before_record(&self, tid: crate::Tid, pc: u64) -> bool {
-        pc == runtime::BUFFERED_LABEL || pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+        pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+    }
+
+    /// Whether `pc`, in process `tgid`, is in the runtime's code (its page
+    /// or its library): a replay runs other code there (its markers), so a
+    /// signal that hit there is delivered at the thread's next stop, with
+    /// no state to match.
+    pub fn in_runtime(&self, tgid: Pid, pc: u64) -> bool {
+        (runtime::PAGE..runtime::PAGE + runtime::PAGE_SIZE).contains(&pc)
+            || self.code.get(&tgid).is_some_and(|ranges| ranges.iter().any(|r| r.contains(&pc)))
     }
 
     /// Parses the records of a flushed slot ([`InProcess::request`]).
@@ -171,6 +195,7 @@ impl InProcess {
                 reply.push(0);
                 mem.write(args[2], &reply)?;
                 self.controls.insert(tgid, args[3]);
+                self.code.insert(tgid, runtime_code(pid));
                 self.hellos += 1;
                 runtime::MODE_RECORD
             }
@@ -188,6 +213,19 @@ impl InProcess {
             eprintln!("weft: warning: the in-process runtime was not loaded (a statically linked program, or LD_PRELOAD removed); recorded through ptrace only");
         }
     }
+}
+
+/// The executable mappings of the runtime library in process `pid`
+/// (/proc/PID/maps, proc(5)).
+fn runtime_code(pid: Pid) -> Vec<std::ops::Range<u64>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines()
+        .filter(|l| l.contains("/libweft_runtime-") && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+        .filter_map(|l| {
+            let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+            Some(u64::from_str_radix(lo, 16).ok()?..u64::from_str_radix(hi, 16).ok()?)
+        })
+        .collect()
 }
 
 /// The environment `vars` as `NAME=value` bytes, with `preload` first in
@@ -449,8 +487,9 @@ pub struct Order {
     pending: BTreeMap<u64, Vec<Event>>,
     /// Since when `next` has been missing while later events wait.
     gap_since: Option<Instant>,
-    /// Signals waiting for their thread's next buffered record.
-    deferred: HashMap<Tid, Vec<Event>>,
+    /// Signals waiting for their thread's next buffered record, with the
+    /// place each took at its delivery.
+    deferred: HashMap<Tid, Vec<(u64, Event)>>,
 }
 
 impl Order {
@@ -461,7 +500,13 @@ impl Order {
             (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
             _ => None,
         };
-        self.pending.entry(seq).or_default().extend(std::iter::once(event).chain(signals.into_iter().flatten()));
+        self.pending.entry(seq).or_default().push(event);
+        // Each goes after the record, or at its own place if that is later
+        // (the place of the one that is not is left empty).
+        for (own, signal) in signals.into_iter().flatten() {
+            self.pending.entry(own).or_default();
+            self.pending.entry(own.max(seq)).or_default().push(signal);
+        }
     }
 
     /// The events that can be written now, in order: the run of numbers
@@ -477,7 +522,7 @@ impl Order {
             }
             let Some((&first, _)) = self.pending.first_key_value() else {
                 if all {
-                    out.extend(self.deferred.drain().flat_map(|(_, e)| e));
+                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| e));
                 }
                 break;
             };

@@ -134,6 +134,10 @@ struct Entry {
     args: [u64; 6],
     label: u64,
     path: Option<Vec<u8>>,
+    /// Its place in the global order, when taken at entry: a signal sent
+    /// to the tree comes before its delivery, which another thread's stop
+    /// may report first.
+    seq: Option<u64>,
 }
 
 /// The last delivery of a signal, in case it turns out fatal.
@@ -371,7 +375,11 @@ impl Recorder {
             }
             class => {
                 let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem(pid)?.read_cstr(a)));
-                self.threads.insert(pid, Some(Entry { nr, args, label, path }));
+                let seq = match (class, self.inprocess.as_ref()) {
+                    (Class::Kill, Some(ip)) => Some(ip.reserve()),
+                    _ => None,
+                };
+                self.threads.insert(pid, Some(Entry { nr, args, label, path, seq }));
                 if class == Class::Output {
                     let fd = (self.tgid(pid), args[0]);
                     if self.writing.contains_key(&fd) {
@@ -416,7 +424,13 @@ impl Recorder {
             return resume(pid, None);
         }
         let syscall = self.complete(pid, &entry, result)?;
-        self.log_syscall(pid, entry.label, syscall)?;
+        match (entry.seq, self.inprocess.as_mut()) {
+            (Some(seq), Some(ip)) => {
+                ip.log_at(seq, Event { tid: pid.as_raw(), label: entry.label, kind: EventKind::Syscall(syscall) });
+                self.write_ready(false)?;
+            }
+            _ => self.log_syscall(pid, entry.label, syscall)?,
+        }
         resume(pid, None)
     }
 
@@ -617,6 +631,8 @@ impl Recorder {
         // comes after that record, which the runtime writes once the
         // handler has run.
         let asynchronous = !synchronous && interrupted.is_none();
+        let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(self.tgid(pid), regs.rip));
+        let state = if in_runtime { None } else { state };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
         match self.inprocess.as_mut() {
             Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),

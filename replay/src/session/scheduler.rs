@@ -227,6 +227,13 @@ impl Session<'_> {
             },
             At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
+            At::Fault(sig) if self.held_back(i, sig) => {
+                // Sent by the program (executed in the replay too), it
+                // reached the thread before its place in the log: it is
+                // dropped here and sent again at that place.
+                self.state.threads[i].at = At::Ready;
+                Ok(Step::Stay)
+            }
             At::Fault(sig) => {
                 let pc = self.state.threads[i].regs.rip;
                 let observed = match tracee::rdtsc_at(self.mem(i), pc) {
@@ -247,6 +254,22 @@ impl Session<'_> {
             At::Deliver(_) if self.holds_fatal_signal(i) => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
         }
+    }
+
+    /// Whether signal `sig`, at thread `i`'s delivery stop, arrived before
+    /// its place: it is not one the kernel raises for an instruction, the
+    /// thread has events before it in the log, and a later one of the
+    /// thread's is that signal. Only with the synchronization order logged,
+    /// where the thread's events between sending and delivering are known.
+    fn held_back(&self, i: usize, sig: NixSignal) -> bool {
+        use NixSignal::*;
+        if !self.sync_logged || matches!(sig, SIGSEGV | SIGBUS | SIGFPE | SIGILL | SIGTRAP | SIGKILL | SIGSTOP) {
+            return false;
+        }
+        let rec = self.state.threads[i].rec;
+        let mine = || self.trace.events[self.state.pos..].iter().filter(|e| e.tid == rec);
+        let is_sig = |e: &weft_record::Event| matches!(&e.kind, weft_record::EventKind::Signal(s) if s.signo == sig as i32 && !s.synchronous);
+        mine().next().is_some_and(|e| !is_sig(e)) && mine().any(|e| is_sig(e))
     }
 
     /// A yield point: thread `i` called sched_yield, or a futex wait that
