@@ -16,7 +16,7 @@
 
 use super::{At, Session, Thread};
 use crate::failure::Failure;
-use crate::futex::{Wait, FUTEX_TID_MASK};
+use crate::futex::FUTEX_TID_MASK;
 use crate::symbols::Executable;
 use weft_record::Tid;
 
@@ -39,7 +39,8 @@ impl Session<'_> {
             .map(|t| {
                 let exe = exes.entry(t.proc).or_insert_with(|| Executable::of_process(self.state.procs[t.proc].pid.as_raw()).ok());
                 let what = match (t.at, spinners.iter().find(|s| s.0 == t.rec)) {
-                    (At::Blocked(w), _) => self.blocked_on(t, &w, exe.as_ref()),
+                    (At::Blocked(w), _) => self.blocked_on(t, super::emulate::futex_address(w.uaddr), w.pi.is_some(), exe.as_ref()),
+                    (At::Entry(e), _) if acquire_marker(&e) => self.blocked_on(t, e.args[1], false, exe.as_ref()),
                     (_, Some(&(_, pc, n))) => format!(
                         "thread {} spins at pc {pc:#x} ({n} sched_yield or futex calls that returned at once, no logged event)",
                         t.rec
@@ -71,17 +72,17 @@ impl Session<'_> {
         Failure::Livelock { at: self.position(i), pc, seconds: self.watchdog.limit_secs(), threads: self.stuck_threads() }
     }
 
-    /// What thread `t`, blocked in `wait`, waits for.
-    fn blocked_on(&self, t: &Thread, wait: &Wait, exe: Option<&Executable>) -> String {
-        let addr = super::emulate::futex_address(wait.uaddr);
+    /// What thread `t`, blocked on the word at `addr` (a priority-inheritance
+    /// futex if `pi`), waits for.
+    fn blocked_on(&self, t: &Thread, addr: u64, pi: bool, exe: Option<&Executable>) -> String {
         let mem = &self.state.procs[t.proc].mem;
         if let Some(j) = self.state.threads.iter().find(|j| j.proc == t.proc && j.clear_child_tid == addr && j.at != At::Exited) {
             return format!("thread {} waits for thread {} to exit ({addr:#x})", t.rec, j.rec);
         }
         let word = mem.read(addr, 4).ok().and_then(|b| Some(u32::from_le_bytes(b.try_into().ok()?)));
-        let owner = match wait.pi {
-            Some(_) => word.map(|w| (w & FUTEX_TID_MASK) as Tid),
-            None => word.filter(|&w| w != 0).and_then(|_| self.mutex_owner(mem, addr)),
+        let owner = match pi {
+            true => word.map(|w| (w & FUTEX_TID_MASK) as Tid),
+            false => word.filter(|&w| w != 0).and_then(|_| self.mutex_owner(mem, addr)),
         };
         let sym = exe.and_then(|e| e.symbol(addr));
         let kind = match (&owner, &sym) {
@@ -123,6 +124,15 @@ impl Session<'_> {
             .and_then(|ret| exe.line(ret - 1))
     }
 
+}
+
+/// Whether `e` is the in-process runtime's marker before an acquire (a
+/// thread that waits there for a lock the recording never granted it was
+/// blocked on it when the recording ended).
+fn acquire_marker(e: &super::Entry) -> bool {
+    use weft_record::event::SyncOp::*;
+    e.nr == weft_record::runtime::NR_SYNC
+        && matches!(weft_record::event::SyncOp::from_code(e.args[0] as i64), Some(MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait))
 }
 
 /// Whether the bytes before `ret` end with a call instruction: `call
