@@ -54,6 +54,12 @@ fn event_json(index: usize, e: &Event) -> Value {
             o.insert("argv".into(), json!(x.argv.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()));
             o.insert("exe".into(), json!(x.files.first().map(|f| String::from_utf8_lossy(&f.path))));
         }
+        EventKind::Sync(s) => {
+            o.insert("kind".into(), json!("sync"));
+            o.insert("op".into(), json!(format!("{:?}", s.op)));
+            o.insert("var".into(), json!(s.var));
+            o.insert("result".into(), json!(s.result));
+        }
         EventKind::End(end) => {
             o.insert("kind".into(), json!("end"));
             o.insert("end".into(), json!(end.to_string()));

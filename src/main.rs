@@ -34,6 +34,10 @@ enum Command {
         /// processes left, a daemon's say, as `rr record` does without -w).
         #[arg(short = 'w', long = "wait")]
         wait: bool,
+        /// Record through ptrace alone: no in-process runtime (LD_PRELOAD)
+        /// buffering syscalls and logging the synchronization order.
+        #[arg(long = "no-inprocess")]
+        no_inprocess: bool,
         /// The program to record.
         program: OsString,
         /// Its arguments.
@@ -120,7 +124,7 @@ fn main() {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Record { output, wait, program, args } => record(output, wait, program, args),
+        Command::Record { output, wait, no_inprocess, program, args } => record(output, wait, !no_inprocess, program, args),
         Command::Replay {
             autopilot,
             server,
@@ -197,7 +201,7 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
         .with_context(|| format!("{}: command not found", program.to_string_lossy()))
 }
 
-fn record(output: Option<PathBuf>, wait: bool, program: OsString, args: Vec<OsString>) -> Result<i32> {
+fn record(output: Option<PathBuf>, wait: bool, inprocess: bool, program: OsString, args: Vec<OsString>) -> Result<i32> {
     let path = resolve_program(&program)?;
     let trace_dir = match output {
         Some(o) => o,
@@ -205,7 +209,7 @@ fn record(output: Option<PathBuf>, wait: bool, program: OsString, args: Vec<OsSt
     };
     let mut argv = vec![program];
     argv.extend(args);
-    let opts = weft_record::RecordOptions { program: path, argv, trace_dir: trace_dir.clone(), wait_all: wait };
+    let opts = weft_record::RecordOptions { program: path, argv, trace_dir: trace_dir.clone(), wait_all: wait, inprocess };
     let recording = weft_record::record(&opts)?;
     eprintln!(
         "weft: recorded {} events to {} ({})",

@@ -90,8 +90,91 @@ pub enum EventKind {
     /// A process of the tree replaced its image with execve (the call
     /// succeeded; a failed execve is a [`EventKind::Syscall`]).
     Exec(Exec),
+    /// A synchronization operation, logged in-process by the runtime
+    /// (seed 003 §3.2): its place in the global order fixes the order in
+    /// which threads acquired each synchronization variable.
+    Sync(Sync),
     /// The program ended. Always the last event of a complete trace.
     End(End),
+}
+
+/// A synchronization operation logged by the in-process runtime
+/// ([`crate::runtime`]): acquires are placed after the operation, releases
+/// before it, so the log's order is one the threads' synchronization allows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Sync {
+    /// What the thread did.
+    pub op: SyncOp,
+    /// The synchronization variable's address in the recording.
+    pub var: u64,
+    /// The operation's result: 0 or an error number for the pthread and
+    /// semaphore calls (EBUSY for a failed trylock), 1 for the barrier's
+    /// serial thread.
+    pub result: i64,
+}
+
+/// The synchronization operations the runtime logs, with the codes of
+/// record/runtime/weft_runtime.h (`WEFT_SYNC_*`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SyncOp {
+    /// pthread_mutex_lock returned.
+    MutexLock = 1,
+    /// pthread_mutex_trylock, timedlock or clocklock returned (the result
+    /// says whether it took the mutex).
+    MutexTrylock = 2,
+    /// pthread_mutex_unlock is called.
+    MutexUnlock = 3,
+    /// A read lock of an rwlock returned.
+    RwlockRead = 4,
+    /// A write lock of an rwlock returned.
+    RwlockWrite = 5,
+    /// pthread_rwlock_unlock is called.
+    RwlockUnlock = 6,
+    /// A condition wait is called: it releases the mutex.
+    CondRelease = 7,
+    /// A condition wait returned: it holds the mutex again.
+    CondAcquire = 8,
+    /// pthread_cond_signal is called.
+    CondSignal = 9,
+    /// pthread_cond_broadcast is called.
+    CondBroadcast = 10,
+    /// sem_wait, trywait, timedwait or clockwait returned.
+    SemWait = 11,
+    /// sem_post is called.
+    SemPost = 12,
+    /// pthread_barrier_wait is called.
+    BarrierArrive = 13,
+    /// pthread_barrier_wait returned.
+    BarrierLeave = 14,
+    /// pthread_spin_lock or trylock returned.
+    SpinLock = 15,
+    /// pthread_spin_unlock is called.
+    SpinUnlock = 16,
+    /// A futex wait made through syscall(3) returned.
+    FutexWait = 17,
+    /// A futex wake made through syscall(3) is called.
+    FutexWake = 18,
+}
+
+impl SyncOp {
+    /// The operation with runtime code `code`, if any.
+    pub fn from_code(code: i64) -> Option<Self> {
+        use SyncOp::*;
+        const ALL: [SyncOp; 18] = [
+            MutexLock, MutexTrylock, MutexUnlock, RwlockRead, RwlockWrite, RwlockUnlock, CondRelease, CondAcquire,
+            CondSignal, CondBroadcast, SemWait, SemPost, BarrierArrive, BarrierLeave, SpinLock, SpinUnlock, FutexWait,
+            FutexWake,
+        ];
+        ALL.into_iter().find(|op| *op as i64 == code)
+    }
+
+    /// Whether the result says something the replay must reproduce (a
+    /// trylock's success, a timed wait's timeout), as opposed to a call
+    /// that always succeeds once it returns.
+    pub fn result_matters(self) -> bool {
+        matches!(self, SyncOp::MutexTrylock | SyncOp::RwlockRead | SyncOp::RwlockWrite | SyncOp::SemWait | SyncOp::SpinLock | SyncOp::CondAcquire | SyncOp::BarrierLeave)
+    }
 }
 
 /// A successful execve in a recorded process: what the kernel loaded, so a
@@ -334,6 +417,7 @@ impl std::fmt::Display for Event {
             }
             EventKind::Rdtsc { tsc, aux: Some(a), .. } => write!(f, "rdtscp = {tsc} aux {a}"),
             EventKind::Rdtsc { tsc, aux: None, .. } => write!(f, "rdtsc = {tsc}"),
+            EventKind::Sync(s) => write!(f, "sync {:?} {:#x} = {}", s.op, s.var, s.result),
             EventKind::End(end) => write!(f, "end: {end}"),
         }
     }

@@ -13,8 +13,10 @@
 pub mod cpu;
 pub mod dirs;
 pub mod event;
+pub mod inprocess;
 pub mod mapping;
 pub mod recorder;
+pub mod runtime;
 pub mod store;
 pub mod syscalls;
 pub mod trace;

@@ -16,6 +16,7 @@
 //! of the tree has; its end event is the first process's status.
 
 use crate::cpu::Cpu;
+use crate::inprocess::InProcess;
 use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, HitState, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::mapping::{self, Source};
 use crate::syscalls::{self, Class};
@@ -55,6 +56,10 @@ pub struct RecordOptions {
     /// first process's end ends the recording: the processes left (a
     /// daemon, say) are killed, as `rr record` does without `-w`.
     pub wait_all: bool,
+    /// Inject the in-process runtime ([`crate::runtime`]): buffered
+    /// syscalls and the synchronization order are logged in the program
+    /// itself. Off (`--no-inprocess`): every event is logged at a ptrace stop.
+    pub inprocess: bool,
 }
 
 /// How a recording went.
@@ -97,8 +102,10 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
         arch,
     )
     .map_err(|e| anyhow!("{e:?}"))?;
-    // The refusing filter goes first so that installing the second is not trapped.
-    Ok(vec![refuse.try_into().map_err(|e| anyhow!("{e:?}"))?, trace.try_into().map_err(|e| anyhow!("{e:?}"))?])
+    // The refusing filter goes first so that installing the second is not
+    // trapped. The runtime's own syscall sites pass the trapping one.
+    let trace = crate::runtime::allow_sites(trace.try_into().map_err(|e| anyhow!("{e:?}"))?);
+    Ok(vec![refuse.try_into().map_err(|e| anyhow!("{e:?}"))?, trace])
 }
 
 /// futex calls the filter lets through: every one without a timeout, and
@@ -164,6 +171,8 @@ struct Recorder {
     /// What a syscall a signal interrupted wrote, by thread, until the
     /// signal's delivery stop logs it.
     interrupted: HashMap<Pid, Vec<MemWrite>>,
+    /// The in-process runtime's buffers and the global order, when on.
+    inprocess: Option<InProcess>,
 }
 
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
@@ -173,14 +182,9 @@ struct Recorder {
 /// only the program (processes it starts later inherit that).
 pub fn record(opts: &RecordOptions) -> Result<Recording> {
     let cstr = |b: &[u8]| CString::new(b).context("argument contains a NUL byte");
-    let env: Vec<Vec<u8>> = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut kv = k.into_vec();
-            kv.push(b'=');
-            kv.extend(v.into_vec());
-            kv
-        })
-        .collect();
+    let inprocess = if opts.inprocess { Some(InProcess::new()?) } else { None };
+    let preload = inprocess.as_ref().map(InProcess::library).transpose()?;
+    let env: Vec<Vec<u8>> = crate::inprocess::with_preload(std::env::vars_os(), preload.as_deref());
     let launch = Launch {
         exe: cstr(opts.program.as_os_str().as_bytes())?,
         argv: opts.argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?,
@@ -238,11 +242,16 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         events: 0,
         end: None,
         interrupted: HashMap::new(),
+        inprocess,
     };
     ptrace::cont(pid, None)?;
     rec.run()?;
     let end = rec.end.take().ok_or_else(|| anyhow!("the program vanished without an exit status"))?;
+    if let Some(ip) = rec.inprocess.as_mut() {
+        ip.warn_if_unused();
+    }
     rec.log(0, 0, EventKind::End(end.clone()))?;
+    rec.write_ready(true)?;
     rec.trace.finish()?;
     Ok(Recording { end, events: rec.events })
 }
@@ -311,6 +320,9 @@ impl Recorder {
 
     /// Thread `pid` is gone; a process's leader takes its memory along.
     fn gone(&mut self, pid: Pid) {
+        if let Some(ip) = self.inprocess.as_mut() {
+            ip.thread_gone(pid.as_raw());
+        }
         self.threads.remove(&pid);
         self.tgids.remove(&pid);
         self.mems.remove(&pid);
@@ -331,6 +343,9 @@ impl Recorder {
         let nr = regs.orig_rax as i64;
         let args = tracee::syscall_args(&regs);
         let label = regs.rip;
+        if nr == crate::runtime::NR_CTL {
+            return self.on_runtime_request(pid, regs);
+        }
         match syscalls::class(nr) {
             Class::ThreadExit | Class::ExitGroup => {
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
@@ -482,6 +497,11 @@ impl Recorder {
         let regs = ptrace::getregs(pid)?;
         let flags = tracee::clone_flags(self.mem(pid)?, &regs);
         self.log(pid.as_raw(), regs.rip, EventKind::Spawn { child: child.as_raw(), flags })?;
+        if let Some(ip) = self.inprocess.as_mut() {
+            let parent = self.tgids.get(&pid).copied().unwrap_or(pid);
+            let mem = self.mems.get(&parent).ok_or_else(|| anyhow!("thread {pid} belongs to no recorded process"))?;
+            ip.spawned(parent, child, flags, mem)?;
+        }
         if event::is_new_process(flags) {
             self.mems.insert(child, Memory::open(child)?);
             self.tgids.insert(child, child);
@@ -605,10 +625,46 @@ impl Recorder {
         self.log(pid.as_raw(), label, EventKind::Syscall(s))
     }
 
+    /// Logs an event seen at a ptrace stop: it takes the next number of
+    /// the global order, and is written once every event before it is in
+    /// (buffered records reach the recorder late: they are drained here).
     fn log(&mut self, tid: Tid, label: u64, kind: EventKind) -> Result<()> {
-        self.trace.write_event(Event { tid, label, kind })?;
-        self.events += 1;
+        let event = Event { tid, label, kind };
+        match self.inprocess.as_mut() {
+            Some(ip) => ip.log(event),
+            None => {
+                self.trace.write_event(event)?;
+                self.events += 1;
+                return Ok(());
+            }
+        }
+        self.write_ready(false)
+    }
+
+    /// Writes the events whose turn has come (all of them, when `all`).
+    fn write_ready(&mut self, all: bool) -> Result<()> {
+        let Some(ip) = self.inprocess.as_mut() else { return Ok(()) };
+        for event in ip.ready(all) {
+            self.trace.write_event(event)?;
+            self.events += 1;
+        }
         Ok(())
+    }
+
+    /// A request from the in-process runtime (a WEFT_NR_CTL syscall, which
+    /// the filter traps): answered and skipped, never logged. Without the
+    /// runtime on, it fails as the unknown syscall it is.
+    fn on_runtime_request(&mut self, pid: Pid, mut regs: Regs) -> Result<()> {
+        let tgid = self.tgid(pid);
+        let answer = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+            (Some(ip), Some(mem)) => ip.request(pid, tgid, &regs, mem)?,
+            _ => -libc::ENOSYS as i64,
+        };
+        self.write_ready(false)?;
+        regs.orig_rax = u64::MAX;
+        regs.rax = answer as u64;
+        ptrace::setregs(pid, regs).or_else(ignore_esrch)?;
+        resume(pid, None)
     }
 
     /// A set-user-ID or set-group-ID program runs without its privileges

@@ -13,6 +13,7 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use weft_record::runtime;
 use weft_record::syscalls::{self, Class};
 use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
@@ -75,6 +76,12 @@ impl Session<'_> {
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
+                    if self.runtime_call(i, nr, regs.rip)? {
+                        if one_step {
+                            return stepped(None);
+                        }
+                        continue;
+                    }
                     match syscalls::classify(nr, &tracee::syscall_args(&regs)) {
                         Class::Refused => {
                             self.finish_syscall(i, -libc::ENOSYS as i64)?;
@@ -116,6 +123,25 @@ impl Session<'_> {
                 other => bail!("unexpected stop of thread {tid}: {other:?}"),
             }
         }
+    }
+
+    /// Handles a syscall of the in-process runtime that is not in the log
+    /// (weft_runtime.h): its PRIVATE site's calls run for real (they set up
+    /// the runtime's own mappings), and its requests (WEFT_NR_CTL) are
+    /// answered: this is a replay. True when the call was one of these and
+    /// the thread is past it.
+    fn runtime_call(&mut self, i: usize, nr: i64, rip: u64) -> Result<bool> {
+        let site = rip.wrapping_sub(runtime::SYSCALL_LEN);
+        if site == runtime::SITE_PRIVATE {
+            self.execute(i)?;
+            return Ok(true);
+        }
+        if nr != runtime::NR_CTL {
+            return Ok(false);
+        }
+        let hello = self.state.threads[i].regs.rdi == runtime::CTL_HELLO;
+        self.finish_syscall(i, if hello { runtime::MODE_REPLAY } else { -libc::ENOSYS as i64 })?;
+        Ok(true)
     }
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too

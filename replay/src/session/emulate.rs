@@ -16,7 +16,8 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use weft_record::event::{self, End, Event, EventKind, Exec, MemWrite, Syscall};
+use weft_record::event::{self, End, Event, EventKind, Exec, MemWrite, SyncOp, Syscall};
+use weft_record::runtime;
 use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Memory};
 use weft_record::Tid;
@@ -107,6 +108,15 @@ impl Session<'_> {
                 }
                 None
             }
+            (Observed::Syscall(e), EventKind::Sync(s)) => {
+                let same = e.nr == runtime::NR_SYNC
+                    && e.args[0] == s.op as u64
+                    && (!s.op.result_matters() || e.args[2] as i64 == s.result);
+                (!same).then(|| match SyncOp::from_code(e.args[0] as i64) {
+                    Some(op) if e.nr == runtime::NR_SYNC => format!("sync {op:?} {:#x} = {}", e.args[1], e.args[2] as i64),
+                    _ => describe(),
+                })
+            }
             (Observed::Signal(sig, _), EventKind::Signal(s)) => (*sig as i32 != s.signo).then(describe),
             (Observed::Rdtsc { rdtscp, .. }, EventKind::Rdtsc { aux, .. }) => {
                 (*rdtscp != aux.is_some()).then(describe)
@@ -165,6 +175,12 @@ impl Session<'_> {
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
             (Observed::Syscall(e), EventKind::Exec(x)) => self.exec(i, e, x),
+            // A synchronization marker: matched in the log's order, it has
+            // done its work (seed 003 §3.2).
+            (Observed::Syscall(_), EventKind::Sync(_)) => {
+                self.finish_syscall(i, 0)?;
+                Ok(Step::Stay)
+            }
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
                 let t = &mut self.state.threads[i];
                 if !s.synchronous {

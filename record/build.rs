@@ -1,0 +1,23 @@
+//! Builds the in-process recording runtime (runtime/weft_runtime.c) into
+//! a shared library that the recorder embeds and injects with LD_PRELOAD.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let so = out.join("libweft_runtime.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-O2", "-g0", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-fno-stack-protector"])
+        .args(["-Wl,-z,now", "-Wl,--hash-style=both", "-o"])
+        .arg(&so)
+        .arg("runtime/weft_runtime.c")
+        .arg("-ldl")
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the in-process runtime: {e}"));
+    assert!(status.success(), "building runtime/weft_runtime.c failed");
+    println!("cargo:rerun-if-changed=runtime/weft_runtime.c");
+    println!("cargo:rerun-if-changed=runtime/weft_runtime.h");
+    println!("cargo:rerun-if-env-changed=CC");
+}

@@ -1,0 +1,642 @@
+/* weft's in-process recording runtime (seed 003, iReplayer): the preload
+ * library `weft record` injects with LD_PRELOAD.
+ *
+ * It logs, inside the program and without a ptrace stop, the syscalls a
+ * program makes most (the time calls, the stat
+ * family, reads that cannot block, getdents64, getrandom, zero-timeout
+ * polls) and the order in which threads acquire each synchronization
+ * variable (seed 003 §3.2: pthread mutexes, rwlocks, condition variables,
+ * semaphores, barriers, spinlocks, and futex calls made through syscall(3),
+ * as Rust's std makes them). Each record takes its place in the trace from
+ * one shared atomic counter, which the recorder also draws from for the
+ * events it logs at ptrace stops: the two paths merge into one global
+ * order. The recorder drains the per-thread buffers (weft_runtime.h).
+ *
+ * In a replay the same code runs: buffered syscalls are made at the
+ * BUFFERED site, where the replayer stops and answers them from the log,
+ * and each synchronization operation makes a WEFT_NR_SYNC marker call at
+ * its logged place, which the replayer matches in the log's order.
+ *
+ * Anything the runtime cannot describe, or that may block, goes to the
+ * real libc function, whose syscall the recorder traps as before; so does
+ * every call while the runtime is off (no weft, a disabled process, a
+ * thread without a slot, a call nested in a signal handler).
+ */
+#define _GNU_SOURCE
+#include "weft_runtime.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define ALIGN8(n) (((n) + 7UL) & ~7UL)
+
+/* ---------------------------------------------------------------- state */
+
+static int mode;          /* 0 off, WEFT_MODE_RECORD, WEFT_MODE_REPLAY */
+static struct weft_control control;
+static unsigned char *shared; /* WEFT_SHARED once mapped (record mode) */
+
+/* One thread's state. Zero in a new thread: registered on first use. */
+struct thread {
+    unsigned int generation; /* control.generation when registered, plus 1 */
+    int slot;                /* -1: none could be had */
+    int depth;               /* >0 inside the runtime (a handler's calls pass) */
+};
+static __thread struct thread self;
+
+/* ----------------------------------------------------------- the sites */
+
+typedef long (*site_fn)(long, long, long, long, long, long, long);
+
+/* Calls syscall `nr` at `site` (a `syscall; ret` in the code page). */
+static long site_call(unsigned long site, long nr, long a, long b, long c, long d, long e, long f) {
+    long ret;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("call *%[site]"
+                     : "=a"(ret)
+                     : [site] "r"(site), "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#define PRIVATE(nr, a, b, c, d, e, f) site_call(WEFT_SITE_PRIVATE, nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+#define BUFFERED(nr, a, b, c, d, e, f) site_call(WEFT_SITE_BUFFERED, nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+#define CTL(a, b, c, d) site_call(WEFT_SITE_CTL, WEFT_NR_CTL, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+
+/* Maps the code page and writes the three sites. Uses libc's own calls:
+ * they run before any site exists, and are the same in record and replay. */
+static int map_code_page(void) {
+    void *p = mmap((void *)WEFT_PAGE, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != (void *)WEFT_PAGE) {
+        return -1;
+    }
+    static const unsigned char site[] = {0x0f, 0x05, 0xc3}; /* syscall; ret */
+    for (int i = 0; i < 3; i++) {
+        memcpy((unsigned char *)p + 16 * i, site, sizeof site);
+    }
+    return mprotect(p, 4096, PROT_READ | PROT_EXEC);
+}
+
+/* ------------------------------------------------------------ start-up */
+
+/* Asks weft which side it is on, and in a recording maps the shared
+ * buffers (the descriptor is closed at once: none is left for the program
+ * to close or dup2 over). Without weft the CTL call fails with ENOSYS and
+ * the runtime stays off. */
+__attribute__((constructor)) static void weft_start(void) {
+    if (map_code_page() != 0) {
+        return;
+    }
+    static struct weft_hello_reply reply;
+    long m = CTL(WEFT_CTL_HELLO, WEFT_RT_VERSION, &reply, &control);
+    if (m == WEFT_MODE_REPLAY) {
+        mode = m;
+        return;
+    }
+    if (m != WEFT_MODE_RECORD) {
+        return;
+    }
+    long fd = PRIVATE(SYS_openat, AT_FDCWD, reply.shm_path, O_RDWR | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0) {
+        return;
+    }
+    long p = PRIVATE(SYS_mmap, WEFT_SHARED, WEFT_SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    PRIVATE(SYS_close, fd, 0, 0, 0, 0, 0);
+    if (p != (long)WEFT_SHARED) {
+        return;
+    }
+    shared = (unsigned char *)p;
+    mode = m;
+}
+
+/* ----------------------------------------------------------- the slots */
+
+struct slot {
+    int tid;
+    int pad;
+    volatile unsigned long head;
+    volatile unsigned long tail;
+};
+
+static struct slot *slot_of(int k) {
+    return (struct slot *)(shared + WEFT_HEADER_SIZE + (unsigned long)k * WEFT_SLOT_SIZE);
+}
+
+static volatile unsigned long *sequence(void) {
+    return (volatile unsigned long *)shared;
+}
+
+/* Enters the runtime for one call: 1 when the call is to be buffered (or,
+ * in a replay, answered at the BUFFERED site), 0 when it takes the real
+ * function. */
+static int enter(void) {
+    if (!mode || control.disabled || self.depth) {
+        return 0;
+    }
+    if (mode == WEFT_MODE_RECORD && self.generation != control.generation + 1) {
+        self.slot = (int)CTL(WEFT_CTL_REGISTER, 0, 0, 0);
+        self.generation = control.generation + 1;
+    }
+    if (mode == WEFT_MODE_RECORD && self.slot < 0) {
+        return 0;
+    }
+    self.depth++;
+    return 1;
+}
+
+static void leave(void) {
+    self.depth--;
+}
+
+/* A chunk of memory the call wrote, copied into its record. */
+struct chunk {
+    const void *addr;
+    unsigned long len;
+};
+
+/* Room for a record of `size` bytes in this thread's slot, flushing it
+ * first when full (a full buffer is drained, never dropped). */
+static unsigned char *reserve(unsigned long size) {
+    struct slot *s = slot_of(self.slot);
+    if (s->head + size > WEFT_SLOT_SIZE - WEFT_SLOT_DATA) {
+        CTL(WEFT_CTL_FLUSH, self.slot, 0, 0);
+    }
+    return (unsigned char *)s + WEFT_SLOT_DATA + s->head;
+}
+
+static void commit(unsigned long size) {
+    struct slot *s = slot_of(self.slot);
+    __atomic_store_n(&s->head, s->head + size, __ATOMIC_RELEASE);
+}
+
+static unsigned long next_seq(void) {
+    return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
+}
+
+/* Logs a buffered syscall with its path (NULL: none, or a NULL pointer) and the chunks it
+ * wrote. Calls too large for a slot are not made here (callers check). */
+static void log_syscall(unsigned long seq, long nr, const long a[6], long result, const char *path,
+                        const struct chunk *chunks, int n) {
+    unsigned long plen = path ? strlen(path) : 0;
+    unsigned long size = sizeof(struct weft_record) + ALIGN8(plen);
+    for (int i = 0; i < n; i++) {
+        size += 16 + ALIGN8(chunks[i].len);
+    }
+    unsigned char *p = reserve(size);
+    struct weft_record *r = (struct weft_record *)p;
+    r->size = (unsigned int)size;
+    r->kind = WEFT_REC_SYSCALL;
+    r->nchunks = (unsigned short)n;
+    r->seq = seq;
+    r->nr = nr;
+    for (int i = 0; i < 6; i++) r->args[i] = (unsigned long)a[i];
+    r->result = result;
+    r->path_len = path ? (unsigned int)plen : WEFT_NO_PATH;
+    p += sizeof *r;
+    memcpy(p, path, plen);
+    p += ALIGN8(plen);
+    for (int i = 0; i < n; i++) {
+        unsigned long head[2] = {(unsigned long)chunks[i].addr, chunks[i].len};
+        memcpy(p, head, 16);
+        memcpy(p + 16, chunks[i].addr, chunks[i].len);
+        p += 16 + ALIGN8(chunks[i].len);
+    }
+    commit(size);
+}
+
+/* Makes syscall `nr` at the BUFFERED site and, in a recording, logs it
+ * with the chunks `out` describes once the result is known. */
+typedef int (*describe_fn)(long result, const long a[6], struct chunk *out);
+
+static long buffered(long nr, const long a[6], const char *path, describe_fn describe) {
+    long r = BUFFERED(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (mode == WEFT_MODE_RECORD) {
+        struct chunk c[2];
+        int n = r >= 0 ? describe(r, a, c) : 0;
+        log_syscall(next_seq(), nr, a, r, path, c, n);
+    }
+    return r;
+}
+
+static long with_errno(long r) {
+    if (r < 0 && r > -4096) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+/* ------------------------------------------------ synchronization order */
+
+/* A release's place in the order is taken before the operation (the next
+ * acquirer's comes after it); in a replay its marker follows the real
+ * operation, so the replay's next acquirer finds the variable free. */
+static void sync_release(int op, const void *var) {
+    if (mode == WEFT_MODE_RECORD) {
+        long a[6] = {(long)var, 0, 0, 0, 0, 0};
+        unsigned long size = sizeof(struct weft_record);
+        struct weft_record *r = (struct weft_record *)reserve(size);
+        memset(r, 0, size);
+        r->size = (unsigned int)size;
+        r->kind = WEFT_REC_SYNC;
+        r->seq = next_seq();
+        r->nr = op;
+        r->args[0] = (unsigned long)a[0];
+        r->path_len = WEFT_NO_PATH;
+        commit(size);
+    }
+}
+
+static void sync_marker(int op, const void *var, long result) {
+    if (mode == WEFT_MODE_REPLAY) {
+        BUFFERED(WEFT_NR_SYNC, op, var, result, 0, 0, 0);
+    }
+}
+
+/* An acquire (or an attempt's outcome) is placed after the operation. */
+static void sync_acquire(int op, const void *var, long result) {
+    if (mode == WEFT_MODE_RECORD) {
+        unsigned long size = sizeof(struct weft_record);
+        struct weft_record *r = (struct weft_record *)reserve(size);
+        memset(r, 0, size);
+        r->size = (unsigned int)size;
+        r->kind = WEFT_REC_SYNC;
+        r->seq = next_seq();
+        r->nr = op;
+        r->args[0] = (unsigned long)var;
+        r->result = result;
+        r->path_len = WEFT_NO_PATH;
+        commit(size);
+    }
+    sync_marker(op, var, result);
+}
+
+/* --------------------------------------------------- the real functions */
+
+#define REAL(name) real_##name
+#define DECLARE_REAL(ret, name, ...)                                                 \
+    static ret (*real_##name)(__VA_ARGS__);                                          \
+    static ret (*get_##name(void))(__VA_ARGS__) {                                    \
+        if (!real_##name) real_##name = (ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name); \
+        return real_##name;                                                          \
+    }
+
+/* ------------------------------------------------------------ the time */
+
+/* The time calls are real syscalls at the BUFFERED site, not vDSO calls:
+ * the vDSO reads the TSC, and the recorder traps rdtsc (PR_SET_TSC) so
+ * that a program's own reads are logged; a vDSO call would cost a ptrace
+ * stop per call (×90 on the bench/ syscall-heavy program). */
+
+static int out_timespec(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[1], sizeof(struct timespec)};
+    return a[1] ? 1 : 0;
+}
+
+DECLARE_REAL(int, clock_gettime, clockid_t, struct timespec *)
+EXPORT int clock_gettime(clockid_t clk, struct timespec *tp) {
+    if (!enter()) {
+        return get_clock_gettime()(clk, tp);
+    }
+    long a[6] = {clk, (long)tp, 0, 0, 0, 0};
+    long r = buffered(SYS_clock_gettime, a, NULL, out_timespec);
+    leave();
+    return (int)with_errno(r);
+}
+
+static int out_timeofday(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    int n = 0;
+    if (a[0]) out[n++] = (struct chunk){(void *)a[0], sizeof(struct timeval)};
+    if (a[1]) out[n++] = (struct chunk){(void *)a[1], sizeof(struct timezone)};
+    return n;
+}
+
+DECLARE_REAL(int, gettimeofday, struct timeval *, void *)
+EXPORT int gettimeofday(struct timeval *tv, void *tz) {
+    if (!enter()) {
+        return get_gettimeofday()(tv, tz);
+    }
+    long a[6] = {(long)tv, (long)tz, 0, 0, 0, 0};
+    long r = buffered(SYS_gettimeofday, a, NULL, out_timeofday);
+    leave();
+    return (int)with_errno(r);
+}
+
+static int out_time(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[0], sizeof(time_t)};
+    return a[0] ? 1 : 0;
+}
+
+DECLARE_REAL(time_t, time, time_t *)
+EXPORT time_t time(time_t *t) {
+    if (!enter()) {
+        return get_time()(t);
+    }
+    long a[6] = {(long)t, 0, 0, 0, 0, 0};
+    long r = buffered(SYS_time, a, NULL, out_time);
+    leave();
+    return (time_t)r;
+}
+
+/* ------------------------------------------------------- the stat family */
+
+static int out_stat(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[2], sizeof(struct stat)};
+    return 1;
+}
+
+static int out_fstat(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[1], sizeof(struct stat)};
+    return 1;
+}
+
+static int out_statx(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[4], sizeof(struct statx)};
+    return 1;
+}
+
+static long fstatat_call(int dirfd, const char *path, struct stat *buf, int flags) {
+    long a[6] = {dirfd, (long)path, (long)buf, flags, 0, 0};
+    return buffered(SYS_newfstatat, a, path, out_stat);
+}
+
+DECLARE_REAL(int, fstatat, int, const char *, struct stat *, int)
+EXPORT int fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
+    if (!enter()) {
+        return get_fstatat()(dirfd, path, buf, flags);
+    }
+    long r = fstatat_call(dirfd, path, buf, flags);
+    leave();
+    return (int)with_errno(r);
+}
+EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *buf, int flags) {
+    return fstatat(dirfd, path, (struct stat *)buf, flags);
+}
+EXPORT int stat(const char *path, struct stat *buf) {
+    return fstatat(AT_FDCWD, path, buf, 0);
+}
+EXPORT int stat64(const char *path, struct stat64 *buf) {
+    return fstatat(AT_FDCWD, path, (struct stat *)buf, 0);
+}
+EXPORT int lstat(const char *path, struct stat *buf) {
+    return fstatat(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
+}
+EXPORT int lstat64(const char *path, struct stat64 *buf) {
+    return fstatat(AT_FDCWD, path, (struct stat *)buf, AT_SYMLINK_NOFOLLOW);
+}
+
+DECLARE_REAL(int, fstat, int, struct stat *)
+EXPORT int fstat(int fd, struct stat *buf) {
+    if (!enter()) {
+        return get_fstat()(fd, buf);
+    }
+    long a[6] = {fd, (long)buf, 0, 0, 0, 0};
+    long r = buffered(SYS_fstat, a, NULL, out_fstat);
+    leave();
+    return (int)with_errno(r);
+}
+EXPORT int fstat64(int fd, struct stat64 *buf) {
+    return fstat(fd, (struct stat *)buf);
+}
+
+DECLARE_REAL(int, statx, int, const char *, int, unsigned int, struct statx *)
+EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf) {
+    if (!enter()) {
+        return get_statx()(dirfd, path, flags, mask, buf);
+    }
+    long a[6] = {dirfd, (long)path, flags, mask, (long)buf, 0};
+    long r = buffered(SYS_statx, a, path, out_statx);
+    leave();
+    return (int)with_errno(r);
+}
+
+/* --------------------------------------------------------------- reads */
+
+static int out_result_bytes(long r, const long a[6], struct chunk *out) {
+    out[0] = (struct chunk){(void *)a[1], (unsigned long)r};
+    return r > 0 ? 1 : 0;
+}
+
+static int out_getrandom(long r, const long a[6], struct chunk *out) {
+    out[0] = (struct chunk){(void *)a[0], (unsigned long)r};
+    return r > 0 ? 1 : 0;
+}
+
+static int out_pollfds(long r, const long a[6], struct chunk *out) {
+    (void)r;
+    out[0] = (struct chunk){(void *)a[0], (unsigned long)a[1] * sizeof(struct pollfd)};
+    return a[1] ? 1 : 0;
+}
+
+/* Whether a read of `fd` returns at once: a zero-timeout poll, itself
+ * buffered and logged, so a replay takes the same branch. A regular file
+ * is always ready; a pipe or socket only with data or at its end. */
+static int ready(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    long a[6] = {(long)&p, 1, 0, 0, 0, 0};
+    long r = buffered(SYS_poll, a, NULL, out_pollfds);
+    return r == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL));
+}
+
+DECLARE_REAL(ssize_t, read, int, void *, size_t)
+EXPORT ssize_t read(int fd, void *buf, size_t n) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
+        return get_read()(fd, buf, n);
+    }
+    if (!ready(fd)) {
+        leave();
+        return get_read()(fd, buf, n);
+    }
+    long a[6] = {fd, (long)buf, (long)n, 0, 0, 0};
+    long r = buffered(SYS_read, a, NULL, out_result_bytes);
+    leave();
+    return with_errno(r);
+}
+
+DECLARE_REAL(ssize_t, pread64, int, void *, size_t, off_t)
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
+        return get_pread64()(fd, buf, n, off);
+    }
+    long a[6] = {fd, (long)buf, (long)n, off, 0, 0};
+    long r = buffered(SYS_pread64, a, NULL, out_result_bytes);
+    leave();
+    return with_errno(r);
+}
+EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off) {
+    return pread64(fd, buf, n, off);
+}
+
+DECLARE_REAL(ssize_t, getdents64, int, void *, size_t)
+EXPORT ssize_t getdents64(int fd, void *buf, size_t n) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
+        return get_getdents64()(fd, buf, n);
+    }
+    long a[6] = {fd, (long)buf, (long)n, 0, 0, 0};
+    long r = buffered(SYS_getdents64, a, NULL, out_result_bytes);
+    leave();
+    return with_errno(r);
+}
+
+DECLARE_REAL(ssize_t, getrandom, void *, size_t, unsigned int)
+EXPORT ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
+        return get_getrandom()(buf, n, flags);
+    }
+    long a[6] = {(long)buf, (long)n, flags, 0, 0, 0};
+    long r = buffered(SYS_getrandom, a, NULL, out_getrandom);
+    leave();
+    return with_errno(r);
+}
+
+DECLARE_REAL(int, poll, struct pollfd *, nfds_t, int)
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
+    if (timeout != 0 || n > 1024 || !enter()) {
+        return get_poll()(fds, n, timeout);
+    }
+    long a[6] = {(long)fds, (long)n, 0, 0, 0, 0};
+    long r = buffered(SYS_poll, a, NULL, out_pollfds);
+    leave();
+    return (int)with_errno(r);
+}
+
+/* ------------------------------------------------------ pthread locks */
+
+/* An acquire-like call: the real function, then its place in the order. */
+#define ACQUIRE(ret, name, op, var, params, args)               \
+    DECLARE_REAL(ret, name, params)                             \
+    EXPORT ret name(params) {                                   \
+        if (!enter()) return get_##name() args;                 \
+        ret r = get_##name() args;                              \
+        sync_acquire(op, (const void *)(var), (long)r);                         \
+        leave();                                                \
+        return r;                                               \
+    }
+
+/* A release-like call: its place in the order, then the real function. */
+#define RELEASE(ret, name, op, var, params, args)               \
+    DECLARE_REAL(ret, name, params)                             \
+    EXPORT ret name(params) {                                   \
+        if (!enter()) return get_##name() args;                 \
+        sync_release(op, (const void *)(var));                                  \
+        ret r = get_##name() args;                              \
+        sync_marker(op, (const void *)(var), 0);                                \
+        leave();                                                \
+        return r;                                               \
+    }
+
+#define P(...) __VA_ARGS__
+
+ACQUIRE(int, pthread_mutex_lock, WEFT_SYNC_MUTEX_LOCK, m, P(pthread_mutex_t *m), (m))
+ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m), (m))
+ACQUIRE(int, pthread_mutex_timedlock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m, const struct timespec *t), (m, t))
+ACQUIRE(int, pthread_mutex_clocklock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m, clockid_t c, const struct timespec *t), (m, c, t))
+RELEASE(int, pthread_mutex_unlock, WEFT_SYNC_MUTEX_UNLOCK, m, P(pthread_mutex_t *m), (m))
+
+ACQUIRE(int, pthread_rwlock_rdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_tryrdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_timedrdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
+ACQUIRE(int, pthread_rwlock_wrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_trywrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_timedwrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
+RELEASE(int, pthread_rwlock_unlock, WEFT_SYNC_RWLOCK_UNLOCK, l, P(pthread_rwlock_t *l), (l))
+
+ACQUIRE(int, pthread_spin_lock, WEFT_SYNC_SPIN_LOCK, l, P(pthread_spinlock_t *l), (l))
+ACQUIRE(int, pthread_spin_trylock, WEFT_SYNC_SPIN_LOCK, l, P(pthread_spinlock_t *l), (l))
+RELEASE(int, pthread_spin_unlock, WEFT_SYNC_SPIN_UNLOCK, l, P(pthread_spinlock_t *l), (l))
+
+ACQUIRE(int, sem_wait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s), (s))
+ACQUIRE(int, sem_trywait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s), (s))
+ACQUIRE(int, sem_timedwait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s, const struct timespec *t), (s, t))
+ACQUIRE(int, sem_clockwait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s, clockid_t c, const struct timespec *t), (s, c, t))
+RELEASE(int, sem_post, WEFT_SYNC_SEM_POST, s, P(sem_t *s), (s))
+
+RELEASE(int, pthread_cond_signal, WEFT_SYNC_COND_SIGNAL, c, P(pthread_cond_t *c), (c))
+RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond_t *c), (c))
+
+/* A condition wait releases the mutex (before the call) and acquires it
+ * again (after). The release's replay marker comes before the call too:
+ * the real release is inside it. */
+#define COND_WAIT(name, params, args)                           \
+    DECLARE_REAL(int, name, params)                             \
+    EXPORT int name(params) {                                   \
+        if (!enter()) return get_##name() args;                 \
+        sync_release(WEFT_SYNC_COND_RELEASE, m);                \
+        sync_marker(WEFT_SYNC_COND_RELEASE, m, 0);              \
+        int r = get_##name() args;                              \
+        sync_acquire(WEFT_SYNC_COND_ACQUIRE, m, r);             \
+        leave();                                                \
+        return r;                                               \
+    }
+
+COND_WAIT(pthread_cond_wait, P(pthread_cond_t *c, pthread_mutex_t *m), (c, m))
+COND_WAIT(pthread_cond_timedwait, P(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t), (c, m, t))
+COND_WAIT(pthread_cond_clockwait, P(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t))
+
+DECLARE_REAL(int, pthread_barrier_wait, pthread_barrier_t *)
+EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
+    if (!enter()) {
+        return get_pthread_barrier_wait()(b);
+    }
+    sync_release(WEFT_SYNC_BARRIER_ARRIVE, b);
+    sync_marker(WEFT_SYNC_BARRIER_ARRIVE, b, 0);
+    int r = get_pthread_barrier_wait()(b);
+    sync_acquire(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
+    leave();
+    return r;
+}
+
+/* --------------------------------------------------- futex via syscall(3) */
+
+/* Runtimes that lock without libc (Rust's std) make their futex calls
+ * through syscall(3): a wake is a release of the futex word, a wait's
+ * return an acquire. Every other call goes to libc untouched. */
+static long (*real_syscall)(long, ...);
+EXPORT long syscall(long nr, ...) {
+    va_list ap;
+    va_start(ap, nr);
+    long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+    long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+    va_end(ap);
+    if (!real_syscall) {
+        real_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    }
+    if (nr != SYS_futex || !enter()) {
+        return real_syscall(nr, a, b, c, d, e, f);
+    }
+    int cmd = (int)b & FUTEX_CMD_MASK;
+    int wake = cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_WAKE_OP || cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE;
+    int wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
+    if (wake) {
+        sync_release(WEFT_SYNC_FUTEX_WAKE, (void *)a);
+    }
+    long r = real_syscall(nr, a, b, c, d, e, f);
+    if (wake) {
+        sync_marker(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
+    } else if (wait) {
+        sync_acquire(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+    }
+    leave();
+    return r;
+}

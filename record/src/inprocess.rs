@@ -1,0 +1,439 @@
+//! The recorder's side of in-process recording (seed 003): the shared
+//! buffers the runtime ([`crate::runtime`]) logs into, the runtime's
+//! requests (hello, a slot for a thread, a full slot), and the merge of
+//! buffered records with the events logged at ptrace stops into one global
+//! order.
+//!
+//! Every event, buffered or not, takes a number from one counter in the
+//! shared header. Buffered records reach the recorder later than their
+//! number (when it drains the slots), so [`Order`] holds events until every
+//! smaller number is in, and writes them in that order.
+
+use crate::event::{self, Contents, Event, EventKind, MemWrite, Sync, SyncOp, Syscall};
+use crate::tracee::{self, Memory, Regs};
+use crate::runtime::{self, HEADER_SIZE, RECORD_HEADER, SHARED_SIZE, SLOTS, SLOT_DATA, SLOT_SIZE};
+use crate::syscalls;
+use crate::Tid;
+use anyhow::{bail, Context, Result};
+use nix::unistd::Pid;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a missing sequence number may hold back the events after it
+/// before it is given up (its thread was killed between taking the number
+/// and writing its record).
+const GAP_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The recorder's in-process state: the shared buffers, the global order,
+/// and each process's runtime control block.
+pub struct InProcess {
+    buffers: Buffers,
+    order: Order,
+    /// The address of `struct weft_control` in each process (by its pid)
+    /// whose runtime said hello.
+    controls: HashMap<Pid, u64>,
+    /// How many runtimes said hello.
+    hellos: u64,
+    warned_clone: bool,
+}
+
+impl InProcess {
+    /// Sets up the shared buffers. Errors: [`Buffers::create`].
+    pub fn new() -> Result<Self> {
+        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, warned_clone: false })
+    }
+
+    /// Installs the runtime library under weft's data directory and
+    /// returns its path. Errors: [`runtime::install`].
+    pub fn library(&self) -> Result<PathBuf> {
+        runtime::install(&crate::dirs::trace_root()?.join("runtime"))
+    }
+
+    /// Adds event `event`, logged at a ptrace stop, to the global order,
+    /// and drains the buffered records that may precede it.
+    pub fn log(&mut self, event: Event) {
+        let seq = self.buffers.next_seq();
+        self.order.push(seq, event);
+        self.buffers.drain(&mut self.order);
+    }
+
+    /// The events whose turn has come ([`Order::ready`]); with `all`, the
+    /// buffers are drained first and every event comes out.
+    pub fn ready(&mut self, all: bool) -> Vec<Event> {
+        if all {
+            self.buffers.drain(&mut self.order);
+        }
+        self.order.ready(all)
+    }
+
+    /// Thread `tid` is gone: its records are drained, its slot freed.
+    pub fn thread_gone(&mut self, tid: crate::Tid) {
+        self.buffers.release(tid, &mut self.order);
+    }
+
+    /// A thread of process `parent` spawned `child` with clone `flags`
+    /// (stopped before the child runs). A forked child's runtime gets a
+    /// new generation, so each of its threads asks for a slot of its own
+    /// rather than write into its parent's. A thread made without a TLS
+    /// of its own (no CLONE_SETTLS) would share its creator's slot: the
+    /// process's runtime is turned off, and its calls take the ptrace path.
+    /// Errors: writing the process's memory.
+    pub fn spawned(&mut self, parent: Pid, child: Pid, flags: u64, mem: &Memory) -> Result<()> {
+        let Some(&control) = self.controls.get(&parent) else { return Ok(()) };
+        let vm = flags & libc::CLONE_VM as u64 != 0;
+        if event::is_new_process(flags) && !vm {
+            self.controls.insert(child, control);
+            let child_mem = Memory::open(child)?;
+            let at = control + runtime::CONTROL_GENERATION;
+            let generation = u32::from_le_bytes(child_mem.read(at, 4)?.try_into().unwrap_or_default());
+            child_mem.write(at, &generation.wrapping_add(1).to_le_bytes())?;
+        } else if !event::is_new_process(flags) && flags & libc::CLONE_SETTLS as u64 == 0 {
+            mem.write(control, &1u32.to_le_bytes())?;
+            if !std::mem::replace(&mut self.warned_clone, true) {
+                eprintln!("weft: warning: a thread was cloned without a TLS of its own; its process is recorded through ptrace only from here on");
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers a runtime request from thread `pid` of process `tgid`
+    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns.
+    /// Errors: the reply could not be written to the program's memory.
+    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<i64> {
+        let args = tracee::syscall_args(regs);
+        Ok(match args[0] {
+            runtime::CTL_HELLO if args[1] == runtime::VERSION => {
+                let mut reply = self.buffers.path().as_bytes().to_vec();
+                reply.push(0);
+                mem.write(args[2], &reply)?;
+                self.controls.insert(tgid, args[3]);
+                self.hellos += 1;
+                runtime::MODE_RECORD
+            }
+            runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
+            runtime::CTL_FLUSH => {
+                self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.order)?;
+                0
+            }
+            _ => -libc::EINVAL as i64,
+        })
+    }
+
+    /// Says so when no process of the recording loaded the runtime (a
+    /// static executable, a program that drops LD_PRELOAD from its
+    /// environment): it was recorded through ptrace alone.
+    pub fn warn_if_unused(&self) {
+        if self.hellos == 0 {
+            eprintln!("weft: warning: the in-process runtime was not loaded (a statically linked program, or LD_PRELOAD removed); recorded through ptrace only");
+        }
+    }
+}
+
+/// The environment `vars` as `NAME=value` bytes, with `preload` first in
+/// LD_PRELOAD (before what the user put there) when given.
+pub fn with_preload(vars: impl Iterator<Item = (OsString, OsString)>, preload: Option<&std::path::Path>) -> Vec<Vec<u8>> {
+    let mut env: Vec<Vec<u8>> = Vec::new();
+    let mut found = false;
+    for (k, v) in vars {
+        let mut v = v.into_vec();
+        if let (Some(p), b"LD_PRELOAD") = (preload, k.as_encoded_bytes()) {
+            found = true;
+            let mut joined = p.as_os_str().as_encoded_bytes().to_vec();
+            if !v.is_empty() {
+                joined.push(b':');
+                joined.extend(v);
+            }
+            v = joined;
+        }
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend(v);
+        env.push(kv);
+    }
+    if let (Some(p), false) = (preload, found) {
+        let mut kv = b"LD_PRELOAD=".to_vec();
+        kv.extend(p.as_os_str().as_encoded_bytes());
+        env.push(kv);
+    }
+    env
+}
+
+/// The shared buffers, mapped in the recorder: a memfd the program's
+/// runtime opens through `/proc/<recorder>/fd/<n>`, so nothing is left
+/// behind when the recorder dies.
+pub struct Buffers {
+    _fd: OwnedFd,
+    path: String,
+    base: *mut u8,
+    /// The recorded tid owning each slot.
+    owners: Vec<Option<Tid>>,
+}
+
+impl Buffers {
+    /// Creates and maps the shared buffers. Errors: memfd_create, ftruncate
+    /// or mmap failed.
+    pub fn create() -> Result<Self> {
+        // SAFETY: the name is a NUL-terminated literal.
+        let fd = unsafe { libc::memfd_create(c"weft-buffers".as_ptr(), 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("memfd_create for the in-process buffers");
+        }
+        // SAFETY: fd was just created and is owned here alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on a descriptor we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), SHARED_SIZE as i64) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("size the in-process buffers");
+        }
+        // SAFETY: a fresh shared mapping of our own memfd; unmapped in Drop.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), SHARED_SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("map the in-process buffers");
+        }
+        let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
+        Ok(Buffers { _fd: fd, path, base: base.cast(), owners: vec![None; SLOTS] })
+    }
+
+    /// The path the runtime opens (NUL-terminated in the hello reply).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The global sequence counter, shared with every runtime.
+    fn counter(&self) -> &AtomicU64 {
+        // SAFETY: the header's first 8 bytes are the counter, 8-aligned in
+        // a mapping that lives as long as self; only atomics touch it.
+        unsafe { &*(self.base as *const AtomicU64) }
+    }
+
+    /// Takes the next number of the global order.
+    pub fn next_seq(&self) -> u64 {
+        self.counter().fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn slot(&self, k: usize) -> *mut u8 {
+        // SAFETY: k < SLOTS, so the slot lies inside the mapping.
+        unsafe { self.base.add(HEADER_SIZE + k * SLOT_SIZE) }
+    }
+
+    fn word(&self, k: usize, offset: usize) -> &AtomicU64 {
+        // SAFETY: head (8) and tail (16) are 8-aligned words of slot k.
+        unsafe { &*(self.slot(k).add(offset) as *const AtomicU64) }
+    }
+
+    /// Gives thread `tid` a slot (its old one, emptied, if it had one: an
+    /// exec gives the thread a new runtime). `None` when all are taken.
+    pub fn register(&mut self, tid: Tid, order: &mut Order) -> Option<usize> {
+        let k = self.owners.iter().position(|o| *o == Some(tid)).or_else(|| self.owners.iter().position(Option::is_none))?;
+        self.drain_slot(k, order);
+        self.owners[k] = Some(tid);
+        // SAFETY: the slot's first 4 bytes are its tid.
+        unsafe { (self.slot(k) as *mut i32).write_volatile(tid) };
+        self.word(k, 8).store(0, Ordering::Release);
+        self.word(k, 16).store(0, Ordering::Release);
+        Some(k)
+    }
+
+    /// Thread `tid` is gone: its records are drained and its slot freed.
+    pub fn release(&mut self, tid: Tid, order: &mut Order) {
+        if let Some(k) = self.owners.iter().position(|o| *o == Some(tid)) {
+            self.drain_slot(k, order);
+            self.owners[k] = None;
+        }
+    }
+
+    /// Drains every slot's committed records into `order`.
+    pub fn drain(&mut self, order: &mut Order) {
+        for k in 0..SLOTS {
+            if self.owners[k].is_some() {
+                self.drain_slot(k, order);
+            }
+        }
+    }
+
+    /// Empties slot `k` of its thread, which is stopped at a FLUSH request:
+    /// its records are drained, and it writes from the start again.
+    pub fn flush(&mut self, k: usize, tid: Tid, order: &mut Order) -> Result<()> {
+        if k >= SLOTS || self.owners[k] != Some(tid) {
+            bail!("thread {tid} flushed slot {k}, which is not its own");
+        }
+        self.drain_slot(k, order);
+        self.word(k, 8).store(0, Ordering::Release);
+        self.word(k, 16).store(0, Ordering::Release);
+        Ok(())
+    }
+
+    fn drain_slot(&mut self, k: usize, order: &mut Order) {
+        let Some(tid) = self.owners[k] else { return };
+        let head = (self.word(k, 8).load(Ordering::Acquire) as usize).min(SLOT_SIZE - SLOT_DATA);
+        let mut tail = self.word(k, 16).load(Ordering::Relaxed) as usize;
+        // SAFETY: [SLOT_DATA, SLOT_SIZE) of slot k is inside the mapping;
+        // bytes below `head` were published with a release store.
+        let data = unsafe { std::slice::from_raw_parts(self.slot(k).add(SLOT_DATA), SLOT_SIZE - SLOT_DATA) };
+        while tail < head {
+            match parse(&data[tail..head], tid) {
+                Some((seq, event, size)) => {
+                    order.push(seq, event);
+                    tail += size;
+                }
+                None => {
+                    tracing::warn!(tid, slot = k, offset = tail, "malformed in-process record; the slot's rest is dropped");
+                    tail = head;
+                }
+            }
+        }
+        self.word(k, 16).store(tail as u64, Ordering::Release);
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: base and SHARED_SIZE are the mapping made in create().
+        unsafe { libc::munmap(self.base.cast(), SHARED_SIZE) };
+    }
+}
+
+/// Reads the record at the start of `bytes`: its sequence number, the
+/// event, and its size. `None` when it is malformed.
+fn parse(bytes: &[u8], tid: Tid) -> Option<(u64, Event, usize)> {
+    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    let size = u32_at(0)? as usize;
+    if size < RECORD_HEADER || size > bytes.len() || size % 8 != 0 {
+        return None;
+    }
+    let kind = u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?);
+    let nchunks = u16::from_le_bytes(bytes.get(6..8)?.try_into().ok()?) as usize;
+    let seq = u64_at(8)?;
+    let nr = u64_at(16)? as i64;
+    let mut args = [0u64; 6];
+    for (i, a) in args.iter_mut().enumerate() {
+        *a = u64_at(24 + 8 * i)?;
+    }
+    let result = u64_at(72)? as i64;
+    let path_len = u32_at(80)?;
+    let kind = match kind {
+        runtime::REC_SYNC => EventKind::Sync(Sync { op: SyncOp::from_code(nr)?, var: args[0], result }),
+        runtime::REC_SYSCALL => {
+            let mut s = Syscall::bare(nr, args, result);
+            let mut at = RECORD_HEADER;
+            if path_len != runtime::NO_PATH {
+                let len = path_len as usize;
+                s.path = Some(bytes.get(at..at + len)?.to_vec());
+                at += len.next_multiple_of(8);
+            }
+            let mut chunks = Vec::with_capacity(nchunks);
+            for _ in 0..nchunks {
+                let (addr, len) = (u64_at(at)?, u64_at(at + 8)? as usize);
+                chunks.push((addr, bytes.get(at + 16..at + 16 + len)?));
+                at += 16 + len.next_multiple_of(8);
+            }
+            s.writes = writes(&s, &chunks)?;
+            EventKind::Syscall(s)
+        }
+        _ => return None,
+    };
+    Some((seq, Event { tid, label: runtime::BUFFERED_LABEL, kind }, size))
+}
+
+/// The out-buffers of buffered syscall `s` in [`syscalls::out_buffers`]
+/// order (the order a replay writes them back in), cut from the chunks the
+/// runtime copied. `None` when a range is not among them.
+fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
+    let ranges = syscalls::out_buffers(s.nr, &s.args, s.result, &mut |_| None);
+    ranges
+        .into_iter()
+        .map(|(addr, len)| {
+            let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr + len <= a + b.len() as u64)?;
+            let from = (addr - start) as usize;
+            Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
+        })
+        .collect()
+}
+
+/// Events waiting for their turn in the global order.
+#[derive(Default)]
+pub struct Order {
+    /// The next number to write.
+    next: u64,
+    pending: BTreeMap<u64, Event>,
+    /// Since when `next` has been missing while later events wait.
+    gap_since: Option<Instant>,
+}
+
+impl Order {
+    /// Adds event number `seq`.
+    pub fn push(&mut self, seq: u64, event: Event) {
+        self.pending.insert(seq, event);
+    }
+
+    /// The events that can be written now, in order: the run of numbers
+    /// from the next one, after giving up a number missing for longer than
+    /// [`GAP_PATIENCE`] (or every missing number, when `all`).
+    pub fn ready(&mut self, all: bool) -> Vec<Event> {
+        let mut out = Vec::new();
+        loop {
+            while let Some(e) = self.pending.remove(&self.next) {
+                out.push(e);
+                self.next += 1;
+                self.gap_since = None;
+            }
+            let Some((&first, _)) = self.pending.first_key_value() else { break };
+            let since = *self.gap_since.get_or_insert_with(Instant::now);
+            if !all && since.elapsed() < GAP_PATIENCE {
+                break;
+            }
+            tracing::warn!(missing = self.next, "in-process record never written; skipped");
+            self.next = first;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(tid: Tid) -> Event {
+        Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) }
+    }
+
+    #[test]
+    fn order_holds_events_until_the_gap_fills() {
+        let mut o = Order::default();
+        o.push(1, ev(2));
+        assert!(o.ready(false).is_empty());
+        o.push(0, ev(1));
+        let tids: Vec<Tid> = o.ready(false).iter().map(|e| e.tid).collect();
+        assert_eq!(tids, vec![1, 2]);
+        o.push(3, ev(4));
+        assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
+    }
+
+    #[test]
+    fn parses_a_buffered_clock_gettime() {
+        let mut rec = vec![0u8; RECORD_HEADER];
+        let size = RECORD_HEADER + 16 + 16;
+        rec[0..4].copy_from_slice(&(size as u32).to_le_bytes());
+        rec[4..6].copy_from_slice(&runtime::REC_SYSCALL.to_le_bytes());
+        rec[6..8].copy_from_slice(&1u16.to_le_bytes());
+        rec[8..16].copy_from_slice(&7u64.to_le_bytes());
+        rec[16..24].copy_from_slice(&(libc::SYS_clock_gettime as u64).to_le_bytes());
+        rec[32..40].copy_from_slice(&0x1000u64.to_le_bytes());
+        rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
+        rec.extend(0x1000u64.to_le_bytes());
+        rec.extend(16u64.to_le_bytes());
+        rec.extend([9u8; 16]);
+        let (seq, e, n) = parse(&rec, 42).unwrap();
+        assert_eq!((seq, n, e.tid, e.label), (7, size, 42, runtime::BUFFERED_LABEL));
+        let EventKind::Syscall(s) = e.kind else { panic!() };
+        assert_eq!(s.writes, vec![MemWrite { addr: 0x1000, data: Contents::Bytes(vec![9; 16]) }]);
+        assert!(parse(&rec[..40], 42).is_none(), "a truncated record is refused");
+    }
+}

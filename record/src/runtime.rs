@@ -1,0 +1,129 @@
+//! The in-process recording runtime (seed 003): the preload library that
+//! `weft record` injects, and the contract it shares with the recorder and
+//! the replayer. The library is built from record/runtime/weft_runtime.c
+//! by build.rs and embedded in weft; [`install`] writes it under weft's
+//! data directory, where LD_PRELOAD names it. Every constant here mirrors
+//! record/runtime/weft_runtime.h.
+
+use anyhow::{Context, Result};
+use seccompiler::{sock_filter, BpfProgram};
+use std::path::{Path, PathBuf};
+
+/// The runtime library's bytes.
+pub static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libweft_runtime.so"));
+
+/// Version of the runtime's contract (`WEFT_RT_VERSION`).
+pub const VERSION: u64 = 1;
+/// The runtime's code page (`WEFT_PAGE`): three `syscall; ret` sites.
+pub const PAGE: u64 = 0x6fff_0000_0000;
+/// The size of the code page (bytes).
+pub const PAGE_SIZE: u64 = 4096;
+/// The runtime's own unlogged calls (`WEFT_SITE_PRIVATE`).
+pub const SITE_PRIVATE: u64 = PAGE;
+/// Buffered syscalls and replay markers (`WEFT_SITE_BUFFERED`).
+pub const SITE_BUFFERED: u64 = PAGE + 0x10;
+/// The runtime's requests (`WEFT_SITE_CTL`).
+pub const SITE_CTL: u64 = PAGE + 0x20;
+/// Length of a `syscall` instruction (bytes): a stop's rip is the site
+/// plus this.
+pub const SYSCALL_LEN: u64 = 2;
+/// The label of every event the runtime logs: the pc after the BUFFERED
+/// site's `syscall`.
+pub const BUFFERED_LABEL: u64 = SITE_BUFFERED + SYSCALL_LEN;
+/// Where the shared buffers are mapped in the program (`WEFT_SHARED`).
+pub const SHARED: u64 = 0x6fff_0001_0000;
+/// The shared buffers' header (bytes): the global sequence counter first.
+pub const HEADER_SIZE: usize = 4096;
+/// One thread's slot (bytes).
+pub const SLOT_SIZE: usize = 256 << 10;
+/// The number of slots: threads beyond it take the ptrace path.
+pub const SLOTS: usize = 512;
+/// The shared buffers' size (bytes).
+pub const SHARED_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
+/// Where a slot's records start (bytes into the slot).
+pub const SLOT_DATA: usize = 64;
+/// The runtime's request syscall (`WEFT_NR_CTL`).
+pub const NR_CTL: i64 = 0x5746;
+/// The replay's synchronization marker syscall (`WEFT_NR_SYNC`): op,
+/// variable, result.
+pub const NR_SYNC: i64 = 0x5747;
+/// CTL request: hello (version, &reply, &control) → mode.
+pub const CTL_HELLO: u64 = 1;
+/// CTL request: a slot for the calling thread → its index, or -1.
+pub const CTL_REGISTER: u64 = 2;
+/// CTL request: drain the full slot given.
+pub const CTL_FLUSH: u64 = 3;
+/// HELLO's answer in a recording.
+pub const MODE_RECORD: i64 = 1;
+/// HELLO's answer in a replay.
+pub const MODE_REPLAY: i64 = 2;
+/// Size of the record header (`struct weft_record`, bytes).
+pub const RECORD_HEADER: usize = 88;
+/// Record kind: a buffered syscall.
+pub const REC_SYSCALL: u16 = 1;
+/// Record kind: a synchronization operation.
+pub const REC_SYNC: u16 = 2;
+/// `path_len` of a record without a path.
+pub const NO_PATH: u32 = u32::MAX;
+/// Offset of `generation` in `struct weft_control` (bytes).
+pub const CONTROL_GENERATION: u64 = 4;
+
+/// Writes the runtime library into `dir` (once per content: the name
+/// carries its hash) and returns its path. Errors: creating or writing the
+/// file.
+pub fn install(dir: &Path) -> Result<PathBuf> {
+    crate::store::make_private_dir(dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(format!("libweft_runtime-{:016x}.so", xxhash_rust::xxh3::xxh3_64(LIBRARY)));
+    if std::fs::read(&path).ok().as_deref() != Some(LIBRARY) {
+        let tmp = dir.join(format!(".runtime-{}", std::process::id()));
+        std::fs::write(&tmp, LIBRARY).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(path)
+}
+
+/// The filter instructions that let the runtime's PRIVATE and BUFFERED
+/// sites through, to go before a filter's own (seccomp_data: the
+/// instruction pointer's low half at byte 8, high half at 12; seccomp(2)).
+/// The following program's jumps are relative, so prepending keeps them.
+pub fn allow_sites(program: BpfProgram) -> BpfProgram {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let low = |site: u64| (site + SYSCALL_LEN) as u32;
+    let mut out = vec![
+        ins(LD_W_ABS, 0, 0, 12),
+        ins(JEQ_K, 0, 4, (PAGE >> 32) as u32),
+        ins(LD_W_ABS, 0, 0, 8),
+        ins(JEQ_K, 1, 0, low(SITE_PRIVATE)),
+        ins(JEQ_K, 0, 1, low(SITE_BUFFERED)),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    out.extend(program);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header's layout, as the C compiler sees it.
+    #[test]
+    fn contract_matches_the_c_header() {
+        let h = include_str!("../runtime/weft_runtime.h");
+        let define = |name: &str| {
+            let line = h.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("{name}"));
+            line.split_whitespace().nth(2).unwrap().trim_end_matches("UL").to_string()
+        };
+        assert_eq!(define("WEFT_PAGE"), format!("{PAGE:#x}"));
+        assert_eq!(define("WEFT_SHARED"), format!("{SHARED:#x}"));
+        assert_eq!(define("WEFT_NR_CTL"), format!("{NR_CTL:#x}"));
+        assert_eq!(define("WEFT_NR_SYNC"), format!("{NR_SYNC:#x}"));
+        assert_eq!(define("WEFT_SLOT_DATA"), SLOT_DATA.to_string());
+        assert_eq!(define("WEFT_SLOTS"), SLOTS.to_string());
+        assert_eq!(define("WEFT_RT_VERSION"), VERSION.to_string());
+        assert!(h.contains("#define WEFT_SLOT_SIZE (256UL << 10)") && SLOT_SIZE == 256 << 10);
+        assert!(LIBRARY.starts_with(b"\x7fELF"));
+    }
+}
