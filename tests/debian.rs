@@ -14,18 +14,19 @@ use std::time::Instant;
 /// Recordings of each program.
 const RECORDINGS: usize = 10;
 
-/// Records `bin args... INPUT` (INPUT: a text file of `mb` MB) `RECORDINGS`
-/// times and replays each recording once in log order (`--no-explore`).
-/// Fails, after trying them all, naming every recording whose replay was
-/// invalid (it would have needed exploration) or printed other output.
-fn ten_recordings_replay_at_the_first_attempt(name: &str, bin: &str, package: &str, args: &[&str], mb: usize) {
+/// Records `bin args... INPUT` (INPUT: a text file of `mb` MB)
+/// `recordings` times and replays each recording once in log order
+/// (`--no-explore`). Fails, after trying them all, naming every recording
+/// whose replay was invalid (it would have needed exploration) or printed
+/// other output.
+fn replay_at_the_first_attempt(recordings: usize, name: &str, bin: &str, package: &str, args: &[&str], mb: usize) {
     let prog = debian_program(bin, package);
     let input = text_file(&format!("{name}-input.txt"), mb);
     let mut argv = vec![prog.to_str().unwrap()];
     argv.extend_from_slice(args);
     argv.push(input.to_str().unwrap());
     let mut failures = vec![];
-    for n in 0..RECORDINGS {
+    for n in 0..recordings {
         let trace = trace_dir(&format!("{name}-{n}"));
         let start = Instant::now();
         let rec = record(&trace, &argv, Stdio::null());
@@ -40,29 +41,25 @@ fn ten_recordings_replay_at_the_first_attempt(name: &str, bin: &str, package: &s
         let same = rep.stdout == rec.stdout;
         eprintln!("{name} recording {n}: record {recorded:.1?}, replay {replayed:.1?}, valid in log order: {valid}, same output: {same}");
         if !valid || !same {
-            let outcome = log.lines().filter(|l| l.starts_with("weft: ")).collect::<Vec<_>>().join(" | ");
+            let outcome = log.lines().skip_while(|l| !l.starts_with("weft: replay")).take(8).collect::<Vec<_>>().join("\n    ");
             failures.push(format!("recording {n} (same output: {same}): {outcome}"));
         }
     }
-    assert!(failures.is_empty(), "{name}: {} of {RECORDINGS} recordings failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(failures.is_empty(), "{name}: {} of {recordings} recordings failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// pbzip2's consumer threads take blocks from a queue under a mutex and
 /// condition variables, and its writer waits for them the same way.
 #[test]
 fn pbzip2_two_threads() {
-    ten_recordings_replay_at_the_first_attempt("pbzip2", "pbzip2", "pbzip2", &["-p2", "-c"], 64);
+    replay_at_the_first_attempt(RECORDINGS, "pbzip2", "pbzip2", "pbzip2", &["-p2", "-c"], 64);
 }
 
 /// On 6 MB, `xz -T2` makes one block (its default block size is 24 MB at
 /// level 6), so one worker does the work.
 #[test]
 fn xz_two_threads() {
-    let prog = debian_program("xz", "xz-utils");
-    let input = text_file("xz-input.txt", 6);
-    let (rec, _) = record_and_replay("xz", &[prog.to_str().unwrap(), "-T2", "-c", input.to_str().unwrap()], Stdio::null());
-    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-    assert!(rec.stdout.len() > 1000, "the program produced its output");
+    replay_at_the_first_attempt(1, "xz", "xz", "xz-utils", &["-T2", "-c"], 6);
 }
 
 /// With 1 MiB blocks the two workers compress side by side while the main
@@ -70,12 +67,12 @@ fn xz_two_threads() {
 /// condition variables.
 #[test]
 fn xz_two_workers_many_blocks() {
-    ten_recordings_replay_at_the_first_attempt("xz-blocks", "xz", "xz-utils", &["-T2", "--block-size=1MiB", "-c"], 16);
+    replay_at_the_first_attempt(RECORDINGS, "xz-blocks", "xz", "xz-utils", &["-T2", "--block-size=1MiB", "-c"], 16);
 }
 
 /// sort's two threads merge under a mutex and condition variables; which
 /// takes the output lock first was a race the ptrace log did not capture.
 #[test]
 fn sort_parallel() {
-    ten_recordings_replay_at_the_first_attempt("sort", "sort", "coreutils", &["--parallel=2", "-S", "64M"], 4);
+    replay_at_the_first_attempt(RECORDINGS, "sort", "sort", "coreutils", &["--parallel=2", "-S", "64M"], 4);
 }
