@@ -268,7 +268,11 @@ static void sync_marker(int op, const void *var, long result) {
     }
 }
 
-/* An acquire (or an attempt's outcome) is placed after the operation. */
+/* An acquire (or an attempt's outcome) is placed after the operation in
+ * the recording. A replay waits for that place before the operation (see
+ * ACQUIRE), so that no thread holds a variable early while waiting for its
+ * turn; only wake-ups (a condition wait's or a barrier's return) are
+ * marked after it. */
 static void sync_acquire(int op, const void *var, long result) {
     if (mode == WEFT_MODE_RECORD) {
         unsigned long size = sizeof(struct weft_record);
@@ -283,7 +287,6 @@ static void sync_acquire(int op, const void *var, long result) {
         r->path_len = WEFT_NO_PATH;
         commit(size);
     }
-    sync_marker(op, var, result);
 }
 
 /* --------------------------------------------------- the real functions */
@@ -523,11 +526,13 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
 
 /* ------------------------------------------------------ pthread locks */
 
-/* An acquire-like call: the real function, then its place in the order. */
+/* An acquire-like call: the real function, then its place in the order
+ * (in a replay, the marker goes first: the variable is free by then). */
 #define ACQUIRE(ret, name, op, var, params, args)               \
     DECLARE_REAL(ret, name, params)                             \
     EXPORT ret name(params) {                                   \
         if (!enter()) return get_##name() args;                 \
+        sync_marker(op, (const void *)(var), 0);                \
         ret r = get_##name() args;                              \
         sync_acquire(op, (const void *)(var), (long)r);                         \
         leave();                                                \
@@ -586,6 +591,7 @@ RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond
         sync_marker(WEFT_SYNC_COND_RELEASE, m, 0);              \
         int r = get_##name() args;                              \
         sync_acquire(WEFT_SYNC_COND_ACQUIRE, m, r);             \
+        sync_marker(WEFT_SYNC_COND_ACQUIRE, m, r);              \
         leave();                                                \
         return r;                                               \
     }
@@ -603,6 +609,7 @@ EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
     sync_marker(WEFT_SYNC_BARRIER_ARRIVE, b, 0);
     int r = get_pthread_barrier_wait()(b);
     sync_acquire(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
+    sync_marker(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
     leave();
     return r;
 }
@@ -630,6 +637,8 @@ EXPORT long syscall(long nr, ...) {
     int wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
     if (wake) {
         sync_release(WEFT_SYNC_FUTEX_WAKE, (void *)a);
+    } else if (wait) {
+        sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
     }
     long r = real_syscall(nr, a, b, c, d, e, f);
     if (wake) {

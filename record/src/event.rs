@@ -169,11 +169,12 @@ impl SyncOp {
         ALL.into_iter().find(|op| *op as i64 == code)
     }
 
-    /// Whether the result says something the replay must reproduce (a
-    /// trylock's success, a timed wait's timeout), as opposed to a call
-    /// that always succeeds once it returns.
+    /// Whether a replay's marker for it carries the result to compare: the
+    /// wake-ups, marked after the call (a timed condition wait's timeout,
+    /// the barrier's serial thread). Acquires are marked before the call,
+    /// releases without a result.
     pub fn result_matters(self) -> bool {
-        matches!(self, SyncOp::MutexTrylock | SyncOp::RwlockRead | SyncOp::RwlockWrite | SyncOp::SemWait | SyncOp::SpinLock | SyncOp::CondAcquire | SyncOp::BarrierLeave)
+        matches!(self, SyncOp::CondAcquire | SyncOp::BarrierLeave)
     }
 }
 

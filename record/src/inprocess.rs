@@ -283,7 +283,7 @@ impl Buffers {
                     tail += size;
                 }
                 None => {
-                    tracing::warn!(tid, slot = k, offset = tail, "malformed in-process record; the slot's rest is dropped");
+                    eprintln!("weft: error: thread {tid}: malformed in-process record at byte {tail} of slot {k}; the slot's rest is dropped (the replay will diverge there)");
                     tail = head;
                 }
             }
@@ -350,6 +350,9 @@ fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
     ranges
         .into_iter()
         .map(|(addr, len)| {
+            if len == 0 {
+                return Some(MemWrite { addr, data: Contents::Bytes(Vec::new()) });
+            }
             let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr + len <= a + b.len() as u64)?;
             let from = (addr - start) as usize;
             Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
@@ -389,7 +392,7 @@ impl Order {
             if !all && since.elapsed() < GAP_PATIENCE {
                 break;
             }
-            tracing::warn!(missing = self.next, "in-process record never written; skipped");
+            eprintln!("weft: warning: in-process record {} was never written (its thread was killed?); skipped", self.next);
             self.next = first;
         }
         out

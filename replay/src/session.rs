@@ -356,6 +356,10 @@ pub(crate) struct Session<'a> {
     /// Interactive: stop before the recorded end (the exit_group, the
     /// fatal signal) instead of ending the process, and at signals.
     interactive: bool,
+    /// The trace holds the synchronization order (in-process recording,
+    /// seed 003 §3.2): a thread at a synchronization point runs on to its
+    /// next logged event, whose place in the log says when it may go.
+    sync_logged: bool,
     /// What an interactive replay stops for after the scheduling point
     /// just handled (a recorded signal, the end).
     halt: Option<Halt>,
@@ -488,6 +492,7 @@ impl<'a> Session<'a> {
             hunt: None,
             pending_breakpoints: Default::default(),
             interactive: false,
+            sync_logged: trace.events.iter().any(|e| matches!(e.kind, weft_record::EventKind::Sync(_))),
             halt: None,
             thread_halts: false,
             deferred: None,

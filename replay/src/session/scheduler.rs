@@ -286,7 +286,7 @@ impl Session<'_> {
         self.state.sync_count += 1;
         let granted = self.grant_holds(i, op);
         let default = match self.next_owner() {
-            _ if granted => i,
+            _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
             Some(j) if self.runnable(j) => j,
             _ => self.rotate(i),
