@@ -253,7 +253,7 @@ fn tracee_of(recorder: u32) -> Option<i32> {
 /// program runs with its buffers filling: the program does not outlive
 /// it, and `weft dump` reads the trace up to its last complete record
 /// (every line JSON, buffered events among them), then says the trace is
-/// incomplete.
+/// incomplete (no End event, or a frame cut short).
 #[test]
 fn killed_recorder_leaves_a_trace_readable_to_its_last_record() {
     let trace = trace_dir("syscall_heavy-killed");
@@ -288,7 +288,9 @@ fn killed_recorder_leaves_a_trace_readable_to_its_last_record() {
     assert!(!survived, "the program {tracee} outlived its recorder");
     let out = weft().args(["dump", "--json"]).arg(&trace).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", err(&out));
-    assert!(err(&out).contains("incomplete trace: no End event"), "{}", err(&out));
+    // Killed between two frames or in the middle of one.
+    let said = err(&out);
+    assert!(said.contains("incomplete trace: no End event") || said.contains(": incomplete record"), "{said}");
     let events = json_lines(&out);
     assert!(buffered(&events).len() > 1000, "{} events, {} buffered", events.len(), buffered(&events).len());
     let rep = replay(&trace, &["--no-explore"]);
