@@ -100,13 +100,13 @@ fn syscall_names<'a>(events: impl IntoIterator<Item = &'a Value>) -> std::collec
     events.into_iter().filter_map(|e| e["syscall"].as_str().map(str::to_string)).collect()
 }
 
-/// How many exploration replays the replay's search made: `weft replay`
-/// saves a schedule "found in N replays", the first being the log order.
-/// None when no schedule was found.
+/// How many exploration replays a valid replay's search made: `weft
+/// replay` saves a schedule "found in N replays", the first being the log
+/// order. None when it printed no such line.
 fn exploration_replays(rep: &Output) -> Option<usize> {
     let text = err(rep);
-    let n = text.split(" found in ").nth(1)?.split(' ').next()?.parse::<usize>().ok()?;
-    (!text.contains("no schedule found")).then(|| n - 1)
+    let n: usize = text.split(" found in ").nth(1)?.split(' ').next()?.parse().ok()?;
+    Some(n - 1)
 }
 
 /// Records `argv` into a fresh trace `name` and replays it with
