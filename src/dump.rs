@@ -4,13 +4,18 @@ use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use weft_record::epochs::{event_class, Epoch};
 use weft_record::event::{dump_line, signal_name, Event, EventKind};
 use weft_record::{syscalls, Trace};
 
-/// One event as a JSON object (buffers summarized by their length).
-fn event_json(index: usize, e: &Event) -> Value {
-    let mut v = json!({ "index": index, "tid": e.tid, "label": e.label });
+/// One event as a JSON object (buffers summarized by their length), with
+/// the index of its `epoch` and, for a call, its `class`.
+fn event_json(index: usize, e: &Event, epoch: usize) -> Value {
+    let mut v = json!({ "index": index, "tid": e.tid, "label": e.label, "epoch": epoch });
     let o = v.as_object_mut().expect("object");
+    if let Some(class) = event_class(&e.kind) {
+        o.insert("class".into(), json!(class.name()));
+    }
     match &e.kind {
         EventKind::Syscall(s) => {
             o.insert("kind".into(), json!("syscall"));
@@ -92,6 +97,7 @@ pub fn dump(dir: &Path, as_json: bool) -> Result<()> {
 /// Writes `trace`, read from `dir`, to stdout: text or JSON lines.
 fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
+    let epochs = trace.epochs();
     if as_json {
         let m = &trace.meta;
         let meta = json!({
@@ -102,15 +108,20 @@ fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
                 "pid": m.pid,
                 "cpu": { "model": m.cpu.model, "signature": m.cpu.signature },
                 "events": trace.events.len(),
+                "epochs": epochs.len(),
             }
         });
         writeln!(out, "{meta}")?;
-        for (i, e) in trace.events.iter().enumerate() {
-            writeln!(out, "{}", event_json(i, e))?;
+        for epoch in &epochs {
+            for i in epoch.events.clone() {
+                writeln!(out, "{}", event_json(i, &trace.events[i], epoch.index))?;
+            }
         }
     } else {
         let argv: Vec<_> = trace.meta.argv.iter().map(|a| String::from_utf8_lossy(a)).collect();
-        writeln!(out, "trace {}: {} (pid {}), {} events", dir.display(), argv.join(" "), trace.meta.pid, trace.events.len())?;
+        let (pid, events) = (trace.meta.pid, trace.events.len());
+        let epochs_n = format!("{} epoch{}", epochs.len(), if epochs.len() == 1 { "" } else { "s" });
+        writeln!(out, "trace {}: {} (pid {pid}), {events} events in {epochs_n}", dir.display(), argv.join(" "))?;
         writeln!(out, "recorded on {}", trace.meta.cpu)?;
         let procs = weft_record::tree::processes(&trace);
         if procs.len() > 1 {
@@ -119,11 +130,21 @@ fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
                 writeln!(out, "  {line}")?;
             }
         }
-        for (i, e) in trace.events.iter().enumerate() {
-            writeln!(out, "{}", dump_line(i, e))?;
+        for epoch in &epochs {
+            print_epoch(&mut out, trace, epoch)?;
         }
     }
     out.flush()
+}
+
+/// Writes `epoch` of `trace` as text: a line saying where it ends and
+/// why, then its events.
+fn print_epoch(out: &mut impl Write, trace: &Trace, epoch: &Epoch) -> io::Result<()> {
+    writeln!(out, "── {}", epoch.summary(&trace.events))?;
+    for i in epoch.events.clone() {
+        writeln!(out, "{}", dump_line(i, &trace.events[i]))?;
+    }
+    Ok(())
 }
 
 /// `weft ps`: the processes of the trace at `dir`, as `rr ps` lists them.

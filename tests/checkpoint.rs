@@ -34,10 +34,13 @@ fn same(a: &Report, b: &Report, what: &str) {
 
 /// Records tests/c/NAME.c, then replays it from the start and from
 /// checkpoints, with the log order and, if `preempt`, with a late
-/// preemption.
+/// preemption. A preemption needs a recording without the synchronization
+/// order (`--no-inprocess`): with it, every other thread waits for its
+/// place in the log, and no point has a thread to switch to.
 fn resumes_exactly(name: &str, preempt: bool) {
     let dir = trace_dir(&format!("checkpoint-{name}"));
-    let rec = record(&dir, &[program(name).to_str().unwrap()], Stdio::null());
+    let flags: &[&str] = if preempt { &["--no-inprocess"] } else { &[] };
+    let rec = record_with(&dir, flags, &[program(name).to_str().unwrap()], Stdio::null());
     assert!(rec.status.code().is_some(), "{}", err(&rec));
     let trace = Trace::open(&dir).unwrap();
 

@@ -35,10 +35,18 @@ fn truncated_and_corrupt_traces() {
     assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
     let events = trace.join("events");
     let whole = std::fs::read(&events).unwrap();
-    // Two adjacent cuts cannot both fall on a frame boundary (a frame is
-    // at least 13 bytes): at least one of them cuts a frame short.
+    // Frame ends (header: u32 payload length, then 9 more bytes): the meta
+    // frame, then frames of events, the recorder flushing at each exit.
+    let mut ends = vec![];
+    let mut at = 12;
+    while at + 13 <= whole.len() {
+        at += 13 + u32::from_le_bytes(whole[at..at + 4].try_into().unwrap()) as usize;
+        ends.push(at);
+    }
+    assert!(ends.len() >= 3, "the meta frame and at least two frames of events: {ends:?}");
+    let last_start = ends[ends.len() - 2];
     let mut cut_frames = 0;
-    for cut in [whole.len() / 2, whole.len() / 2 + 1, whole.len() - 1] {
+    for cut in [last_start, last_start + 1, whole.len() - 1] {
         std::fs::write(&events, &whole[..cut]).unwrap();
         let dump = weft().arg("dump").arg(&trace).output().unwrap();
         assert!(String::from_utf8_lossy(&dump.stdout).contains("#0 "), "prefix still readable");
@@ -54,7 +62,7 @@ fn truncated_and_corrupt_traces() {
         cut_frames += 1;
         assert!(err(&rep).contains("truncated"), "{}", err(&rep));
     }
-    assert!(cut_frames >= 2);
+    assert_eq!(cut_frames, 2, "cuts inside the last frame are truncations");
     // Any flipped byte after the file header, in a frame header or a
     // payload, is corruption with an offset, never a truncation.
     let n = whole.len();

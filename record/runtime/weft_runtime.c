@@ -3,8 +3,8 @@
  *
  * It logs, inside the program and without a ptrace stop, the syscalls a
  * program makes most (the time calls, the stat
- * family, reads that cannot block, getdents64, getrandom, zero-timeout
- * polls) and the order in which threads acquire each synchronization
+ * family, open and close, reads that cannot block, getdents64, getrandom,
+ * zero-timeout polls) and the order in which threads acquire each synchronization
  * variable (seed 003 §3.2: pthread mutexes, rwlocks, condition variables,
  * semaphores, barriers, spinlocks, and futex calls made through syscall(3),
  * as Rust's std makes them). Each record takes its place in the trace from
@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -104,6 +105,16 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     static struct weft_hello_reply reply;
     long m = CTL(WEFT_CTL_HELLO, WEFT_RT_VERSION, &reply, &control);
+    if (m == WEFT_MODE_RECORD || m == WEFT_MODE_REPLAY) {
+        /* glibc raises its mmap threshold when any thread frees a mapped
+         * chunk: where the next large block comes from (and when a heap
+         * shrinks) then depends on the timing of other threads' frees, a
+         * race no synchronization orders. Setting the threshold (to its
+         * default, 128 KiB) turns that off, in the recording and the
+         * replay alike; seed 003 §2.2.4 makes the heap deterministic for
+         * the same reason. */
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
         return;
@@ -131,6 +142,8 @@ struct slot {
     int pad;
     volatile unsigned long head;
     volatile unsigned long tail;
+    volatile unsigned int quiet;
+    volatile unsigned int logging;
 };
 
 static struct slot *slot_of(int k) {
@@ -184,6 +197,13 @@ static void commit(unsigned long size) {
     __atomic_store_n(&s->head, s->head + size, __ATOMIC_RELEASE);
 }
 
+/* Set from the moment a call's outcome is known until its record is
+ * written: a signal that arrives in between is placed by the recorder
+ * after that record, as it came after the call. */
+static void logging(int on) {
+    slot_of(self.slot)->logging = on;
+}
+
 static unsigned long next_seq(void) {
     return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
 }
@@ -225,10 +245,15 @@ typedef int (*describe_fn)(long result, const long a[6], struct chunk *out);
 
 static long buffered(long nr, const long a[6], const char *path, describe_fn describe) {
     long r = BUFFERED(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-    if (mode == WEFT_MODE_RECORD) {
+    /* A call a signal interrupted (no SA_RESTART) is the signal's event
+     * alone, as at a ptrace stop: a replay delivers the signal in the call,
+     * and the kernel makes it fail with EINTR there too. */
+    if (mode == WEFT_MODE_RECORD && r != -EINTR) {
+        logging(1);
         struct chunk c[2];
         int n = r >= 0 ? describe(r, a, c) : 0;
         log_syscall(next_seq(), nr, a, r, path, c, n);
+        logging(0);
     }
     return r;
 }
@@ -243,50 +268,49 @@ static long with_errno(long r) {
 
 /* ------------------------------------------------ synchronization order */
 
-/* A release's place in the order is taken before the operation (the next
- * acquirer's comes after it); in a replay its marker follows the real
- * operation, so the replay's next acquirer finds the variable free. */
-static void sync_release(int op, const void *var) {
-    if (mode == WEFT_MODE_RECORD) {
-        long a[6] = {(long)var, 0, 0, 0, 0, 0};
-        unsigned long size = sizeof(struct weft_record);
-        struct weft_record *r = (struct weft_record *)reserve(size);
-        memset(r, 0, size);
-        r->size = (unsigned int)size;
-        r->kind = WEFT_REC_SYNC;
-        r->seq = next_seq();
-        r->nr = op;
-        r->args[0] = (unsigned long)a[0];
-        r->path_len = WEFT_NO_PATH;
-        commit(size);
-    }
+/* Logs a synchronization record (seed 003 §3.2) with its place in the
+ * order: taken before a release, after an acquire. */
+static void sync_record(int op, const void *var, long result) {
+    unsigned long size = sizeof(struct weft_record);
+    struct weft_record *r = (struct weft_record *)reserve(size);
+    memset(r, 0, size);
+    r->size = (unsigned int)size;
+    r->kind = WEFT_REC_SYNC;
+    r->seq = next_seq();
+    r->nr = op;
+    r->args[0] = (unsigned long)var;
+    r->result = result;
+    r->path_len = WEFT_NO_PATH;
+    commit(size);
 }
 
-static void sync_marker(int op, const void *var, long result) {
-    if (mode == WEFT_MODE_REPLAY) {
-        BUFFERED(WEFT_NR_SYNC, op, var, result, 0, 0, 0);
-    }
+/* In a replay: waits for the operation's place in the log and returns the
+ * recorded result, which the replayer answers with. */
+static long sync_marker(int op, const void *var, long result) {
+    return BUFFERED(WEFT_NR_SYNC, op, var, result, 0, 0, 0);
 }
 
-/* An acquire (or an attempt's outcome) is placed after the operation in
- * the recording. A replay waits for that place before the operation (see
- * ACQUIRE), so that no thread holds a variable early while waiting for its
- * turn; only wake-ups (a condition wait's or a barrier's return) are
- * marked after it. */
-static void sync_acquire(int op, const void *var, long result) {
-    if (mode == WEFT_MODE_RECORD) {
-        unsigned long size = sizeof(struct weft_record);
-        struct weft_record *r = (struct weft_record *)reserve(size);
-        memset(r, 0, size);
-        r->size = (unsigned int)size;
-        r->kind = WEFT_REC_SYNC;
-        r->seq = next_seq();
-        r->nr = op;
-        r->args[0] = (unsigned long)var;
-        r->result = result;
-        r->path_len = WEFT_NO_PATH;
-        commit(size);
+/* While set, the recorder does not log this thread's futex waits: those
+ * a timed synchronization call makes inside libc, which a replay, granting
+ * the call its recorded outcome in order, does not make. */
+static void quiet(int on) {
+    slot_of(self.slot)->quiet = on;
+}
+
+/* The result of a synchronization call as logged: pthread calls return an
+ * error number, semaphore calls -1 and errno. */
+static long outcome(int r) {
+    return r == -1 ? errno : r;
+}
+
+/* Returns logged outcome `logged` of a call that returns like `like`
+ * (an error number, or -1 and errno for a semaphore call). */
+static int as_returned(long logged, int like_sem) {
+    if (like_sem && logged) {
+        errno = (int)logged;
+        return -1;
     }
+    return (int)logged;
 }
 
 /* --------------------------------------------------- the real functions */
@@ -524,92 +548,188 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
     return (int)with_errno(r);
 }
 
+/* ------------------------------------------------- opening and closing */
+
+static int out_none(long r, const long a[6], struct chunk *out) {
+    (void)r, (void)a, (void)out;
+    return 0;
+}
+
+/* openat's mode argument exists only with O_CREAT or O_TMPFILE (open(2)). */
+static long open_mode(int flags, va_list ap) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, int) : 0;
+}
+
+DECLARE_REAL(int, openat, int, const char *, int, ...)
+static int openat_call(int dirfd, const char *path, int flags, long mode) {
+    if (!enter()) {
+        return get_openat()(dirfd, path, flags, (int)mode);
+    }
+    long a[6] = {dirfd, (long)path, flags, mode, 0, 0};
+    long r = buffered(SYS_openat, a, path, out_none);
+    leave();
+    return (int)with_errno(r);
+}
+EXPORT int openat(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(dirfd, path, flags, mode);
+}
+EXPORT int openat64(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(dirfd, path, flags, mode);
+}
+EXPORT int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(AT_FDCWD, path, flags, mode);
+}
+EXPORT int open64(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    long mode = open_mode(flags, ap);
+    va_end(ap);
+    return openat_call(AT_FDCWD, path, flags, mode);
+}
+
+DECLARE_REAL(int, close, int)
+EXPORT int close(int fd) {
+    if (!enter()) {
+        return get_close()(fd);
+    }
+    long a[6] = {fd, 0, 0, 0, 0, 0};
+    long r = buffered(SYS_close, a, NULL, out_none);
+    leave();
+    return (int)with_errno(r);
+}
+
 /* ------------------------------------------------------ pthread locks */
 
-/* An acquire-like call: the real function, then its place in the order
- * (in a replay, the marker goes first: the variable is free by then). */
-#define ACQUIRE(ret, name, op, var, params, args)               \
-    DECLARE_REAL(ret, name, params)                             \
-    EXPORT ret name(params) {                                   \
-        if (!enter()) return get_##name() args;                 \
-        sync_marker(op, (const void *)(var), 0);                \
-        ret r = get_##name() args;                              \
-        sync_acquire(op, (const void *)(var), (long)r);                         \
-        leave();                                                \
-        return r;                                               \
+/* An acquire-like call. Recording: the real call, then its place in the
+ * order (with the call made quiet when it may wait with a timeout).
+ * Replay: first the place in the order, where the variable is free, then
+ * the real call, unless the recorded outcome was a failure (a busy
+ * trylock, a timeout), which is returned as recorded. */
+#define ACQUIRE(ret, name, op, var, sem, params, args)                          \
+    DECLARE_REAL(ret, name, params)                                             \
+    EXPORT ret name(params) {                                                   \
+        if (!enter()) return get_##name() args;                                 \
+        ret r;                                                                  \
+        if (mode == WEFT_MODE_RECORD) {                                         \
+            quiet(1);                                                           \
+            r = get_##name() args;                                              \
+            logging(1);                                                         \
+            long logged = outcome(r);                                           \
+            quiet(0);                                                           \
+            sync_record(op, (const void *)(var), logged);                       \
+            logging(0);                                                         \
+        } else {                                                                \
+            long logged = sync_marker(op, (const void *)(var), 0);              \
+            r = logged ? as_returned(logged, sem) : get_##name() args;          \
+        }                                                                       \
+        leave();                                                                \
+        return r;                                                               \
     }
 
-/* A release-like call: its place in the order, then the real function. */
-#define RELEASE(ret, name, op, var, params, args)               \
-    DECLARE_REAL(ret, name, params)                             \
-    EXPORT ret name(params) {                                   \
-        if (!enter()) return get_##name() args;                 \
-        sync_release(op, (const void *)(var));                                  \
-        ret r = get_##name() args;                              \
-        sync_marker(op, (const void *)(var), 0);                                \
-        leave();                                                \
-        return r;                                               \
+/* A release-like call: its place in the order, then the real call (in a
+ * replay the marker follows it, so the next acquirer finds it done). */
+#define RELEASE(ret, name, op, var, params, args)                               \
+    DECLARE_REAL(ret, name, params)                                             \
+    EXPORT ret name(params) {                                                   \
+        if (!enter()) return get_##name() args;                                 \
+        if (mode == WEFT_MODE_RECORD) sync_record(op, (const void *)(var), 0);  \
+        ret r = get_##name() args;                                              \
+        if (mode == WEFT_MODE_REPLAY) sync_marker(op, (const void *)(var), 0);  \
+        leave();                                                                \
+        return r;                                                               \
     }
 
 #define P(...) __VA_ARGS__
 
-ACQUIRE(int, pthread_mutex_lock, WEFT_SYNC_MUTEX_LOCK, m, P(pthread_mutex_t *m), (m))
-ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m), (m))
-ACQUIRE(int, pthread_mutex_timedlock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m, const struct timespec *t), (m, t))
-ACQUIRE(int, pthread_mutex_clocklock, WEFT_SYNC_MUTEX_TRYLOCK, m, P(pthread_mutex_t *m, clockid_t c, const struct timespec *t), (m, c, t))
+ACQUIRE(int, pthread_mutex_lock, WEFT_SYNC_MUTEX_LOCK, m, 0, P(pthread_mutex_t *m), (m))
+ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m), (m))
+ACQUIRE(int, pthread_mutex_timedlock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m, const struct timespec *t), (m, t))
+ACQUIRE(int, pthread_mutex_clocklock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m, clockid_t c, const struct timespec *t), (m, c, t))
 RELEASE(int, pthread_mutex_unlock, WEFT_SYNC_MUTEX_UNLOCK, m, P(pthread_mutex_t *m), (m))
 
-ACQUIRE(int, pthread_rwlock_rdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l), (l))
-ACQUIRE(int, pthread_rwlock_tryrdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l), (l))
-ACQUIRE(int, pthread_rwlock_timedrdlock, WEFT_SYNC_RWLOCK_READ, l, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
-ACQUIRE(int, pthread_rwlock_wrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l), (l))
-ACQUIRE(int, pthread_rwlock_trywrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l), (l))
-ACQUIRE(int, pthread_rwlock_timedwrlock, WEFT_SYNC_RWLOCK_WRITE, l, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
+ACQUIRE(int, pthread_rwlock_rdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_tryrdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_timedrdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
+ACQUIRE(int, pthread_rwlock_wrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_trywrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l), (l))
+ACQUIRE(int, pthread_rwlock_timedwrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
 RELEASE(int, pthread_rwlock_unlock, WEFT_SYNC_RWLOCK_UNLOCK, l, P(pthread_rwlock_t *l), (l))
 
-ACQUIRE(int, pthread_spin_lock, WEFT_SYNC_SPIN_LOCK, l, P(pthread_spinlock_t *l), (l))
-ACQUIRE(int, pthread_spin_trylock, WEFT_SYNC_SPIN_LOCK, l, P(pthread_spinlock_t *l), (l))
+ACQUIRE(int, pthread_spin_lock, WEFT_SYNC_SPIN_LOCK, l, 0, P(pthread_spinlock_t *l), (l))
+ACQUIRE(int, pthread_spin_trylock, WEFT_SYNC_SPIN_LOCK, l, 0, P(pthread_spinlock_t *l), (l))
 RELEASE(int, pthread_spin_unlock, WEFT_SYNC_SPIN_UNLOCK, l, P(pthread_spinlock_t *l), (l))
 
-ACQUIRE(int, sem_wait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s), (s))
-ACQUIRE(int, sem_trywait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s), (s))
-ACQUIRE(int, sem_timedwait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s, const struct timespec *t), (s, t))
-ACQUIRE(int, sem_clockwait, WEFT_SYNC_SEM_WAIT, s, P(sem_t *s, clockid_t c, const struct timespec *t), (s, c, t))
+ACQUIRE(int, sem_wait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s), (s))
+ACQUIRE(int, sem_trywait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s), (s))
+ACQUIRE(int, sem_timedwait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s, const struct timespec *t), (s, t))
+ACQUIRE(int, sem_clockwait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s, clockid_t c, const struct timespec *t), (s, c, t))
 RELEASE(int, sem_post, WEFT_SYNC_SEM_POST, s, P(sem_t *s), (s))
 
 RELEASE(int, pthread_cond_signal, WEFT_SYNC_COND_SIGNAL, c, P(pthread_cond_t *c), (c))
 RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond_t *c), (c))
 
-/* A condition wait releases the mutex (before the call) and acquires it
- * again (after). The release's replay marker comes before the call too:
- * the real release is inside it. */
-#define COND_WAIT(name, params, args)                           \
-    DECLARE_REAL(int, name, params)                             \
-    EXPORT int name(params) {                                   \
-        if (!enter()) return get_##name() args;                 \
-        sync_release(WEFT_SYNC_COND_RELEASE, m);                \
-        sync_marker(WEFT_SYNC_COND_RELEASE, m, 0);              \
-        int r = get_##name() args;                              \
-        sync_acquire(WEFT_SYNC_COND_ACQUIRE, m, r);             \
-        sync_marker(WEFT_SYNC_COND_ACQUIRE, m, r);              \
-        leave();                                                \
-        return r;                                               \
+/* A condition wait releases the mutex and acquires it again. Recording:
+ * the release's place, the real (quiet) wait, the acquire's place with
+ * its result. Replay: no wait at all. The log says when the wait returned
+ * and how (a timeout or not): the thread releases the mutex, waits for
+ * the acquire's place, and takes the mutex again, which is free by then
+ * (POSIX allows a condition wait to return without a signal, so the
+ * program cannot tell). */
+#define COND_WAIT(name, params, args)                                           \
+    DECLARE_REAL(int, name, params)                                             \
+    EXPORT int name(params) {                                                   \
+        if (!enter()) return get_##name() args;                                 \
+        int r;                                                                  \
+        if (mode == WEFT_MODE_RECORD) {                                         \
+            sync_record(WEFT_SYNC_COND_RELEASE, m, 0);                          \
+            quiet(1);                                                           \
+            r = get_##name() args;                                              \
+            quiet(0);                                                           \
+            sync_record(WEFT_SYNC_COND_ACQUIRE, m, r);                          \
+        } else {                                                                \
+            sync_marker(WEFT_SYNC_COND_RELEASE, m, 0);                          \
+            get_pthread_mutex_unlock()(m);                                      \
+            r = (int)sync_marker(WEFT_SYNC_COND_ACQUIRE, m, 0);                 \
+            get_pthread_mutex_lock()(m);                                        \
+        }                                                                       \
+        leave();                                                                \
+        return r;                                                               \
     }
 
 COND_WAIT(pthread_cond_wait, P(pthread_cond_t *c, pthread_mutex_t *m), (c, m))
 COND_WAIT(pthread_cond_timedwait, P(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t), (c, m, t))
 COND_WAIT(pthread_cond_clockwait, P(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t), (c, m, k, t))
 
+/* A barrier: arriving is a release, leaving an acquire (the serial
+ * thread's result is logged). In a replay the wait is real: every thread
+ * arrives in the log's order and leaves at its place. */
 DECLARE_REAL(int, pthread_barrier_wait, pthread_barrier_t *)
 EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
     if (!enter()) {
         return get_pthread_barrier_wait()(b);
     }
-    sync_release(WEFT_SYNC_BARRIER_ARRIVE, b);
-    sync_marker(WEFT_SYNC_BARRIER_ARRIVE, b, 0);
-    int r = get_pthread_barrier_wait()(b);
-    sync_acquire(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
-    sync_marker(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
+    int r;
+    if (mode == WEFT_MODE_RECORD) {
+        sync_record(WEFT_SYNC_BARRIER_ARRIVE, b, 0);
+        r = get_pthread_barrier_wait()(b);
+        sync_record(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
+    } else {
+        sync_marker(WEFT_SYNC_BARRIER_ARRIVE, b, 0);
+        r = get_pthread_barrier_wait()(b);
+        sync_marker(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
+    }
     leave();
     return r;
 }
@@ -634,17 +754,18 @@ EXPORT long syscall(long nr, ...) {
     }
     int cmd = (int)b & FUTEX_CMD_MASK;
     int wake = cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_WAKE_OP || cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE;
-    int wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
-    if (wake) {
-        sync_release(WEFT_SYNC_FUTEX_WAKE, (void *)a);
-    } else if (wait) {
-        sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
-    }
-    long r = real_syscall(nr, a, b, c, d, e, f);
-    if (wake) {
-        sync_marker(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
-    } else if (wait) {
-        sync_acquire(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+    /* A wait with a timeout is a logged syscall of its own (the recorder
+     * traps it): it needs no place of the runtime's. */
+    int wait = (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) && !d;
+    long r;
+    if (mode == WEFT_MODE_RECORD) {
+        if (wake) sync_record(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
+        r = real_syscall(nr, a, b, c, d, e, f);
+        if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+    } else {
+        if (wait) sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+        r = real_syscall(nr, a, b, c, d, e, f);
+        if (wake) sync_marker(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
     }
     leave();
     return r;

@@ -34,7 +34,9 @@
 #define WEFT_SLOTS 512UL
 #define WEFT_SHARED_SIZE (WEFT_HEADER_SIZE + WEFT_SLOTS * WEFT_SLOT_SIZE)
 /* Slot header: tid (i32) at 0, head (u64, bytes committed, written by the
- * thread) at 8, tail (u64, bytes consumed, written by the recorder) at 16;
+ * thread) at 8, tail (u64, bytes consumed, written by the recorder) at 16,
+ * quiet (u32: the thread's futex waits are not logged) at 24, logging
+ * (u32: a call's outcome is known, its record not yet written) at 28;
  * records from byte 64. */
 #define WEFT_SLOT_DATA 64UL
 /* The largest read the runtime buffers (bytes); larger ones take the

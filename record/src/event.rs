@@ -4,6 +4,7 @@
 //! user-space program point where it happened.
 
 use crate::cpu::Cpu;
+use crate::syscalls::{call_class, CallClass};
 use serde::{Deserialize, Serialize};
 
 /// A thread id as the kernel gave it during recording. Replay tids differ;
@@ -170,11 +171,11 @@ impl SyncOp {
     }
 
     /// Whether a replay's marker for it carries the result to compare: the
-    /// wake-ups, marked after the call (a timed condition wait's timeout,
-    /// the barrier's serial thread). Acquires are marked before the call,
-    /// releases without a result.
+    /// barrier's, marked after the call. Acquires and condition waits are
+    /// marked before the call and answered with the recorded result;
+    /// releases have none.
     pub fn result_matters(self) -> bool {
-        matches!(self, SyncOp::CondAcquire | SyncOp::BarrierLeave)
+        self == SyncOp::BarrierLeave
     }
 }
 
@@ -217,6 +218,10 @@ pub struct Syscall {
     pub file: Option<MappedFile>,
     /// Set when weft does not know this syscall's effects.
     pub unsupported: bool,
+    /// What the call does to the world outside the process (seed 003
+    /// §2.2.3), from `nr` and `args`: an irrevocable one closes an epoch
+    /// ([`crate::epochs`]).
+    pub class: CallClass,
 }
 
 /// A range of tracee memory and its contents.
@@ -428,7 +433,7 @@ impl std::fmt::Display for Syscall {
     /// `name(args) = result` and what was logged with it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let args: Vec<String> = self.args.iter().map(|a| format!("{a:#x}")).collect();
-        write!(f, "{}({}) = {}", crate::syscalls::name(self.nr), args.join(", "), self.result)?;
+        write!(f, "{}({}) = {}  [{}]", crate::syscalls::name(self.nr), args.join(", "), self.result, self.class)?;
         if let Some(p) = &self.path {
             write!(f, "  path {:?}", String::from_utf8_lossy(p))?;
         }
@@ -455,8 +460,11 @@ impl std::fmt::Display for Syscall {
 }
 
 impl Syscall {
-    /// A syscall record with no path, buffers, hash or file.
+    /// A syscall record with no path, buffers, hash or file, of the
+    /// call's class ([`call_class`]). Every record is made here, so that
+    /// every one has its class.
     pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
-        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false }
+        let class = call_class(nr, &args);
+        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false, class }
     }
 }

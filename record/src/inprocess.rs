@@ -54,6 +54,14 @@ impl InProcess {
         runtime::install(&crate::dirs::trace_root()?.join("runtime"))
     }
 
+    /// Holds back signal `event`, delivered to a thread right after a
+    /// buffered syscall returned and before the runtime logged it: it takes
+    /// its place right after that call's record. (A handler's own calls
+    /// are not buffered, so that record is the thread's next.)
+    pub fn defer_signal(&mut self, event: Event) {
+        self.order.deferred.entry(event.tid).or_default().push(event);
+    }
+
     /// Adds event `event`, logged at a ptrace stop, to the global order,
     /// and drains the buffered records that may precede it.
     pub fn log(&mut self, event: Event) {
@@ -74,6 +82,10 @@ impl InProcess {
     /// Thread `tid` is gone: its records are drained, its slot freed.
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
+        for signal in self.order.deferred.remove(&tid).unwrap_or_default() {
+            let seq = self.buffers.next_seq();
+            self.order.push(seq, signal);
+        }
     }
 
     /// A thread of process `parent` spawned `child` with clone `flags`
@@ -101,12 +113,51 @@ impl InProcess {
         Ok(())
     }
 
+    /// Whether thread `tid` is inside a timed synchronization call whose
+    /// futex waits are not logged (the runtime's `quiet` flag): a replay
+    /// grants the call its recorded outcome without waiting.
+    pub fn quiet(&self, tid: crate::Tid) -> bool {
+        self.buffers.flag(tid, runtime::SLOT_QUIET)
+    }
+
+    /// Whether an asynchronous signal delivered to thread `tid` at `pc`
+    /// arrived after a call the runtime has yet to log (right after a
+    /// buffered syscall, at a flush, or while the record is written): it
+    /// then goes after that record ([`InProcess::defer_signal`]).
+    pub fn before_record(&self, tid: crate::Tid, pc: u64) -> bool {
+        pc == runtime::BUFFERED_LABEL || pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+    }
+
+    /// Parses the records of a flushed slot ([`InProcess::request`]).
+    pub fn flushed(&mut self, tid: crate::Tid, records: &[u8]) {
+        parse_records(records, tid, &mut self.order);
+    }
+
+    /// Process `tgid` exec'd: its new image has a runtime of its own,
+    /// which says hello again.
+    pub fn exec(&mut self, tgid: Pid) {
+        self.controls.remove(&tgid);
+    }
+
+    /// Process `tgid` is about to unmap, protect or map over the runtime's
+    /// memory: its runtime is turned off (every call takes the ptrace
+    /// path from here on), with a warning. Before its hello, the runtime
+    /// is setting up that memory itself. Errors: writing its memory.
+    pub fn runtime_memory_changed(&mut self, tgid: Pid, mem: &Memory) -> Result<()> {
+        let Some(&control) = self.controls.get(&tgid) else { return Ok(()) };
+        mem.write(control, &1u32.to_le_bytes())?;
+        eprintln!("weft: warning: process {tgid} changes the in-process runtime's memory; it is recorded through ptrace only from here on");
+        Ok(())
+    }
+
     /// Answers a runtime request from thread `pid` of process `tgid`
-    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns.
+    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns,
+    /// and for a flush the records to hand to [`InProcess::flushed`] once
+    /// the thread runs again (it need not wait while they are parsed).
     /// Errors: the reply could not be written to the program's memory.
-    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<i64> {
+    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<(i64, Vec<u8>)> {
         let args = tracee::syscall_args(regs);
-        Ok(match args[0] {
+        Ok((match args[0] {
             runtime::CTL_HELLO if args[1] == runtime::VERSION => {
                 let mut reply = self.buffers.path().as_bytes().to_vec();
                 reply.push(0);
@@ -116,12 +167,9 @@ impl InProcess {
                 runtime::MODE_RECORD
             }
             runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
-            runtime::CTL_FLUSH => {
-                self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.order)?;
-                0
-            }
+            runtime::CTL_FLUSH => return Ok((0, self.buffers.flush(args[1] as usize, pid.as_raw())?)),
             _ => -libc::EINVAL as i64,
-        })
+        }, Vec::new()))
     }
 
     /// Says so when no process of the recording loaded the runtime (a
@@ -257,38 +305,44 @@ impl Buffers {
         }
     }
 
-    /// Empties slot `k` of its thread, which is stopped at a FLUSH request:
-    /// its records are drained, and it writes from the start again.
-    pub fn flush(&mut self, k: usize, tid: Tid, order: &mut Order) -> Result<()> {
+    /// Empties slot `k` of its thread, which is stopped at a FLUSH request,
+    /// so that it writes from the start again; returns the records it held,
+    /// to be parsed ([`parse_records`]) once the thread runs again.
+    pub fn flush(&mut self, k: usize, tid: Tid) -> Result<Vec<u8>> {
         if k >= SLOTS || self.owners[k] != Some(tid) {
             bail!("thread {tid} flushed slot {k}, which is not its own");
         }
-        self.drain_slot(k, order);
+        let (records, _) = self.committed(k);
+        let records = records.to_vec();
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        Ok(())
+        Ok(records)
+    }
+
+    /// Flag `offset` ([`runtime::SLOT_QUIET`], [`runtime::SLOT_LOGGING`])
+    /// of thread `tid`'s slot.
+    fn flag(&self, tid: Tid, offset: usize) -> bool {
+        let Some(k) = self.owners.iter().position(|o| *o == Some(tid)) else { return false };
+        // SAFETY: the flags are u32 words of slot k's header, written by
+        // the thread, which is stopped.
+        unsafe { (self.slot(k).add(offset) as *const u32).read_volatile() != 0 }
+    }
+
+    /// Slot `k`'s records not yet drained, and where they end.
+    fn committed(&self, k: usize) -> (&[u8], usize) {
+        let head = (self.word(k, 8).load(Ordering::Acquire) as usize).min(SLOT_SIZE - SLOT_DATA);
+        let tail = (self.word(k, 16).load(Ordering::Relaxed) as usize).min(head);
+        // SAFETY: [SLOT_DATA, SLOT_SIZE) of slot k is inside the mapping;
+        // bytes below `head` were published with a release store.
+        let data = unsafe { std::slice::from_raw_parts(self.slot(k).add(SLOT_DATA), head) };
+        (&data[tail..], head)
     }
 
     fn drain_slot(&mut self, k: usize, order: &mut Order) {
         let Some(tid) = self.owners[k] else { return };
-        let head = (self.word(k, 8).load(Ordering::Acquire) as usize).min(SLOT_SIZE - SLOT_DATA);
-        let mut tail = self.word(k, 16).load(Ordering::Relaxed) as usize;
-        // SAFETY: [SLOT_DATA, SLOT_SIZE) of slot k is inside the mapping;
-        // bytes below `head` were published with a release store.
-        let data = unsafe { std::slice::from_raw_parts(self.slot(k).add(SLOT_DATA), SLOT_SIZE - SLOT_DATA) };
-        while tail < head {
-            match parse(&data[tail..head], tid) {
-                Some((seq, event, size)) => {
-                    order.push(seq, event);
-                    tail += size;
-                }
-                None => {
-                    eprintln!("weft: error: thread {tid}: malformed in-process record at byte {tail} of slot {k}; the slot's rest is dropped (the replay will diverge there)");
-                    tail = head;
-                }
-            }
-        }
-        self.word(k, 16).store(tail as u64, Ordering::Release);
+        let (records, head) = self.committed(k);
+        parse_records(records, tid, order);
+        self.word(k, 16).store(head as u64, Ordering::Release);
     }
 }
 
@@ -296,6 +350,24 @@ impl Drop for Buffers {
     fn drop(&mut self) {
         // SAFETY: base and SHARED_SIZE are the mapping made in create().
         unsafe { libc::munmap(self.base.cast(), SHARED_SIZE) };
+    }
+}
+
+/// Parses thread `tid`'s records `bytes` into `order`. A malformed record
+/// drops the rest, with an error message: the replay diverges there.
+pub fn parse_records(bytes: &[u8], tid: Tid, order: &mut Order) {
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse(&bytes[at..], tid) {
+            Some((seq, event, size)) => {
+                order.push(seq, event);
+                at += size;
+            }
+            None => {
+                eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
+                return;
+            }
+        }
     }
 }
 
@@ -365,15 +437,23 @@ fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
 pub struct Order {
     /// The next number to write.
     next: u64,
-    pending: BTreeMap<u64, Event>,
+    /// The events by number: a buffered record may carry a deferred signal.
+    pending: BTreeMap<u64, Vec<Event>>,
     /// Since when `next` has been missing while later events wait.
     gap_since: Option<Instant>,
+    /// Signals waiting for their thread's next buffered record.
+    deferred: HashMap<Tid, Vec<Event>>,
 }
 
 impl Order {
-    /// Adds event number `seq`.
+    /// Adds event number `seq`; a signal deferred for a buffered record of
+    /// its thread follows it.
     pub fn push(&mut self, seq: u64, event: Event) {
-        self.pending.insert(seq, event);
+        let signals = match (&event.kind, event.label) {
+            (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
+            _ => None,
+        };
+        self.pending.entry(seq).or_default().extend(std::iter::once(event).chain(signals.into_iter().flatten()));
     }
 
     /// The events that can be written now, in order: the run of numbers
@@ -382,12 +462,17 @@ impl Order {
     pub fn ready(&mut self, all: bool) -> Vec<Event> {
         let mut out = Vec::new();
         loop {
-            while let Some(e) = self.pending.remove(&self.next) {
-                out.push(e);
+            while let Some(events) = self.pending.remove(&self.next) {
+                out.extend(events);
                 self.next += 1;
                 self.gap_since = None;
             }
-            let Some((&first, _)) = self.pending.first_key_value() else { break };
+            let Some((&first, _)) = self.pending.first_key_value() else {
+                if all {
+                    out.extend(self.deferred.drain().flat_map(|(_, e)| e));
+                }
+                break;
+            };
             let since = *self.gap_since.get_or_insert_with(Instant::now);
             if !all && since.elapsed() < GAP_PATIENCE {
                 break;

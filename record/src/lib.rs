@@ -12,6 +12,7 @@
 
 pub mod cpu;
 pub mod dirs;
+pub mod epochs;
 pub mod event;
 pub mod inprocess;
 pub mod mapping;

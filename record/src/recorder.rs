@@ -84,14 +84,21 @@ pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
     let arch = std::env::consts::ARCH.try_into().map_err(|e| anyhow!("{e:?}"))?;
     let mut allow: BTreeMap<i64, Vec<SeccompRule>> =
         syscalls_of(&[Class::Execute, Class::Clone]).into_iter().map(|nr| (nr, vec![])).collect();
-    let anonymous = SeccompCondition::new(
-        3,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64),
-        libc::MAP_ANONYMOUS as u64,
-    )
-    .map_err(|e| anyhow!("{e:?}"))?;
-    allow.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![anonymous]).map_err(|e| anyhow!("{e:?}"))?]);
+    let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
+    let anonymous = || cond(3, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64), libc::MAP_ANONYMOUS as u64);
+    // Calls that would change the runtime's memory are trapped
+    // (runtime::touches_runtime): allowed below it or above it only.
+    let outside = |extra: Option<SeccompCondition>| -> Result<Vec<SeccompRule>> {
+        let below = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Lt, crate::runtime::PAGE)?;
+        let above = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Ge, crate::runtime::END)?;
+        [below, above]
+            .into_iter()
+            .map(|c| SeccompRule::new(extra.iter().cloned().chain([c]).collect()).map_err(|e| anyhow!("{e:?}")))
+            .collect()
+    };
+    allow.insert(libc::SYS_mmap, outside(Some(anonymous()?))?);
+    allow.insert(libc::SYS_munmap, outside(None)?);
+    allow.insert(libc::SYS_mprotect, outside(None)?);
     allow.insert(libc::SYS_futex, untimed_futex_rules()?);
     let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
         .map_err(|e| anyhow!("{e:?}"))?;
@@ -346,6 +353,16 @@ impl Recorder {
         if nr == crate::runtime::NR_CTL {
             return self.on_runtime_request(pid, regs);
         }
+        if nr == libc::SYS_futex && self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
+            return resume(pid, None);
+        }
+        if crate::runtime::touches_runtime(nr, &args) && syscalls::classify(nr, &args) == Class::Execute {
+            let tgid = self.tgid(pid);
+            if let (Some(ip), Some(mem)) = (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+                ip.runtime_memory_changed(tgid, mem)?;
+            }
+            return resume(pid, None);
+        }
         match syscalls::class(nr) {
             Class::ThreadExit | Class::ExitGroup => {
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
@@ -528,6 +545,9 @@ impl Recorder {
             self.gone(former);
             self.threads.insert(pid, None);
         }
+        if let Some(ip) = self.inprocess.as_mut() {
+            ip.exec(pid);
+        }
         let mem = Memory::open(pid)?;
         let regs = ptrace::getregs(pid)?;
         let random = tracee::patch_auxv(&mem, regs.rsp)?;
@@ -583,7 +603,15 @@ impl Recorder {
             (self.tgid(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
-        self.log(pid.as_raw(), regs.rip, EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }))?;
+        // A signal that hit the runtime after a call and before its record
+        // comes after that record, which the runtime writes once the
+        // handler has run.
+        let asynchronous = !synchronous && interrupted.is_none();
+        let event = Event { tid: pid.as_raw(), label: regs.rip, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
+        match self.inprocess.as_mut() {
+            Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),
+            _ => self.log(event.tid, event.label, event.kind)?,
+        }
         self.trace.flush()?;
         resume(pid, Some(sig))
     }
@@ -656,15 +684,18 @@ impl Recorder {
     /// runtime on, it fails as the unknown syscall it is.
     fn on_runtime_request(&mut self, pid: Pid, mut regs: Regs) -> Result<()> {
         let tgid = self.tgid(pid);
-        let answer = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+        let (answer, flushed) = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
             (Some(ip), Some(mem)) => ip.request(pid, tgid, &regs, mem)?,
-            _ => -libc::ENOSYS as i64,
+            _ => (-libc::ENOSYS as i64, Vec::new()),
         };
-        self.write_ready(false)?;
         regs.orig_rax = u64::MAX;
         regs.rax = answer as u64;
         ptrace::setregs(pid, regs).or_else(ignore_esrch)?;
-        resume(pid, None)
+        resume(pid, None)?;
+        if let Some(ip) = self.inprocess.as_mut() {
+            ip.flushed(pid.as_raw(), &flushed);
+        }
+        self.write_ready(false)
     }
 
     /// A set-user-ID or set-group-ID program runs without its privileges

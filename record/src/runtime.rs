@@ -27,11 +27,23 @@ pub const SITE_CTL: u64 = PAGE + 0x20;
 /// Length of a `syscall` instruction (bytes): a stop's rip is the site
 /// plus this.
 pub const SYSCALL_LEN: u64 = 2;
+/// The pc of a thread stopped at a runtime request (after the CTL site's
+/// `syscall`).
+pub const CTL_LABEL: u64 = SITE_CTL + SYSCALL_LEN;
 /// The label of every event the runtime logs: the pc after the BUFFERED
 /// site's `syscall`.
 pub const BUFFERED_LABEL: u64 = SITE_BUFFERED + SYSCALL_LEN;
 /// Where the shared buffers are mapped in the program (`WEFT_SHARED`).
 pub const SHARED: u64 = 0x6fff_0001_0000;
+/// The end of the runtime's memory (its code page, then the buffers).
+pub const END: u64 = SHARED + SHARED_SIZE as u64;
+
+/// Whether syscall `nr` with arguments `args` changes the runtime's own
+/// memory (munmap, mprotect, or an anonymous mmap at an address inside
+/// it): the filter traps those, and the process's runtime is turned off.
+pub fn touches_runtime(nr: i64, args: &[u64; 6]) -> bool {
+    matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && (PAGE..END).contains(&args[0])
+}
 /// The shared buffers' header (bytes): the global sequence counter first.
 pub const HEADER_SIZE: usize = 4096;
 /// One thread's slot (bytes).
@@ -40,6 +52,12 @@ pub const SLOT_SIZE: usize = 256 << 10;
 pub const SLOTS: usize = 512;
 /// The shared buffers' size (bytes).
 pub const SHARED_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
+/// Offset of a slot's `quiet` flag (u32): set while the thread is in a
+/// timed synchronization call whose futex waits the recorder leaves out.
+pub const SLOT_QUIET: usize = 24;
+/// Offset of a slot's `logging` flag (u32): set while the thread writes
+/// the record of a call whose outcome is known.
+pub const SLOT_LOGGING: usize = 28;
 /// Where a slot's records start (bytes into the slot).
 pub const SLOT_DATA: usize = 64;
 /// The runtime's request syscall (`WEFT_NR_CTL`).
@@ -107,6 +125,21 @@ pub fn allow_sites(program: BpfProgram) -> BpfProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every call the runtime buffers is one a replay answers from the log
+    /// (the class the ptrace recorder logs it under too).
+    #[test]
+    fn buffered_calls_are_inputs() {
+        use crate::syscalls::{class, name, Class};
+        let buffered = [
+            libc::SYS_openat, libc::SYS_close, libc::SYS_newfstatat, libc::SYS_fstat, libc::SYS_statx, libc::SYS_read,
+            libc::SYS_pread64, libc::SYS_getdents64, libc::SYS_getrandom, libc::SYS_poll, libc::SYS_clock_gettime,
+            libc::SYS_gettimeofday, libc::SYS_time,
+        ];
+        for nr in buffered {
+            assert_eq!(class(nr), Class::Input, "{}", name(nr));
+        }
+    }
 
     /// The header's layout, as the C compiler sees it.
     #[test]

@@ -11,12 +11,16 @@
 //! The syscalls themselves, their names and the pointers their kernel
 //! prototypes may write through come from a table generated from the
 //! kernel's sources ([`table`], by `record/gen/syscall_table.py`); where
-//! their out-buffers are is [`out_buffers`]'s subject.
+//! their out-buffers are is [`out_buffers`]'s subject. What a call does to
+//! the world outside the process, seed 003's classes that cut a trace into
+//! epochs, is [`call_class`]'s.
 
+mod epoch_class;
 mod ioctl;
 mod out_buffers;
 pub mod table;
 
+pub use epoch_class::{call_class, CallClass};
 pub use out_buffers::{call_describable, out_buffers, type_size, RESTART_CODES};
 
 use libc as c;

@@ -48,6 +48,9 @@ const BULK_LEVEL: i32 = -20;
 const FRAME_MAX: u32 = 1 << 30;
 /// Mode of the events file: the owner's only.
 const EVENTS_MODE: u32 = 0o600;
+/// Events are gathered into frames of at least this many bytes (before
+/// compression), or fewer when the writer flushes.
+const BATCH_MAX: usize = 64 << 10;
 /// Longest time buffered frames wait before they are handed to the kernel.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
@@ -157,7 +160,9 @@ impl TraceWriter {
             .and_then(|f| f.set_permissions(fs::Permissions::from_mode(EVENTS_MODE)).map(|_| f))
             .map_err(io_err(&path))?;
         let store = crate::dirs::trace_root().ok().and_then(|root| Store::for_trace(root.join("store"), dir));
-        let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file) };
+        let compressor = |level| zstd::bulk::Compressor::new(level).map_err(io_err(&path));
+        let (small, bulk) = (compressor(1)?, compressor(BULK_LEVEL)?);
+        let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file), small, bulk, batch: Vec::new() };
         frames.header()?;
         let (tx, rx) = mpsc::channel();
         let worker = std::thread::Builder::new()
@@ -283,6 +288,12 @@ fn file_key(md: &fs::Metadata) -> (u64, u64, u64, i64) {
 struct FrameWriter {
     path: PathBuf,
     out: BufWriter<File>,
+    /// zstd contexts, kept: creating one per frame cost more than the
+    /// compression itself (most frames are a few hundred bytes).
+    small: zstd::bulk::Compressor<'static>,
+    bulk: zstd::bulk::Compressor<'static>,
+    /// Encoded events not yet framed.
+    batch: Vec<u8>,
 }
 
 impl FrameWriter {
@@ -292,7 +303,9 @@ impl FrameWriter {
     }
 
     /// Writes records until the recorder hangs up, flushing at least every
-    /// [`FLUSH_EVERY`] and whenever asked.
+    /// [`FLUSH_EVERY`] and whenever asked. Events are gathered into frames
+    /// of up to [`BATCH_MAX`] bytes: compressing each small event alone
+    /// cost more than recording it.
     fn run(mut self, rx: mpsc::Receiver<Record>) -> Result<(), TraceError> {
         let mut last_flush = Instant::now();
         loop {
@@ -302,8 +315,11 @@ impl FrameWriter {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return self.flush(),
             };
             let urgent = match record {
-                Some(Record::Meta(m)) => self.append(&*m).map(|_| false)?,
-                Some(Record::Event(e)) => self.append(&e).map(|_| false)?,
+                Some(Record::Meta(m)) => {
+                    let raw = self.encode(&*m)?;
+                    self.frame(raw).map(|_| false)?
+                }
+                Some(Record::Event(e)) => self.push_event(&e).map(|_| false)?,
                 Some(Record::Flush) | None => true,
             };
             if urgent || last_flush.elapsed() >= FLUSH_EVERY {
@@ -313,11 +329,35 @@ impl FrameWriter {
         }
     }
 
+    /// Writes the pending batch and hands every frame to the kernel.
     fn flush(&mut self) -> Result<(), TraceError> {
+        self.end_batch()?;
         self.out.flush().map_err(io_err(&self.path))
     }
 
-    fn append<T: Serialize>(&mut self, value: &T) -> Result<(), TraceError> {
+    fn push_event(&mut self, event: &Event) -> Result<(), TraceError> {
+        let raw = self.encode(event)?;
+        if raw.len() >= BULK_MIN {
+            // Bulk input data gets a frame (and a compression level) of its own.
+            self.end_batch()?;
+            return self.frame(raw);
+        }
+        self.batch.extend(raw);
+        if self.batch.len() >= BATCH_MAX {
+            self.end_batch()?;
+        }
+        Ok(())
+    }
+
+    fn end_batch(&mut self) -> Result<(), TraceError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let raw = std::mem::take(&mut self.batch);
+        self.frame(raw)
+    }
+
+    fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, TraceError> {
         let raw = bincode::serialize(value).map_err(|e| TraceError::Corrupt {
             path: self.path.clone(),
             offset: 0,
@@ -330,9 +370,13 @@ impl FrameWriter {
                 what: format!("cannot write a record of {} bytes: the format's maximum is {FRAME_MAX}", raw.len()),
             });
         }
+        Ok(raw)
+    }
+
+    fn frame(&mut self, raw: Vec<u8>) -> Result<(), TraceError> {
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
-            let level = if raw.len() >= BULK_MIN { BULK_LEVEL } else { 1 };
-            (FLAG_ZSTD, zstd::bulk::compress(&raw, level).map_err(io_err(&self.path))?)
+            let compressor = if raw.len() >= BULK_MIN { &mut self.bulk } else { &mut self.small };
+            (FLAG_ZSTD, compressor.compress(&raw).map_err(io_err(&self.path))?)
         } else {
             (0, raw)
         };
@@ -388,9 +432,9 @@ impl Trace {
         };
         let mut events = Vec::new();
         let mut damage = None;
-        while let Some(next) = frames.next_record::<Event>() {
+        while let Some(next) = frames.next_events() {
             match next {
-                Ok(e) => events.push(e),
+                Ok(batch) => events.extend(batch),
                 Err(e) => {
                     damage = Some(e);
                     break;
@@ -477,6 +521,36 @@ struct Frames<'a> {
 
 impl Frames<'_> {
     fn next_record<T: DeserializeOwned>(&mut self) -> Option<Result<T, TraceError>> {
+        let at = self.offset as u64;
+        let raw = match self.next_payload()? {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e)),
+        };
+        let corrupt = |what: String| TraceError::Corrupt { path: self.path.to_path_buf(), offset: at, what };
+        Some(bincode::deserialize(&raw).map_err(|e| corrupt(format!("undecodable record: {e}"))))
+    }
+
+    /// The events of the next frame: one or more, back to back.
+    fn next_events(&mut self) -> Option<Result<Vec<Event>, TraceError>> {
+        let at = self.offset as u64;
+        let raw = match self.next_payload()? {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e)),
+        };
+        let corrupt = |what: String| TraceError::Corrupt { path: self.path.to_path_buf(), offset: at, what };
+        let mut rest = &raw[..];
+        let mut events = Vec::new();
+        while !rest.is_empty() {
+            match bincode::deserialize_from::<_, Event>(&mut rest) {
+                Ok(e) => events.push(e),
+                Err(e) => return Some(Err(corrupt(format!("undecodable event {} of the frame: {e}", events.len())))),
+            }
+        }
+        Some(Ok(events))
+    }
+
+    /// The next frame's checked and decompressed payload.
+    fn next_payload(&mut self) -> Option<Result<Vec<u8>, TraceError>> {
         let rest = &self.bytes[self.offset..];
         if rest.is_empty() {
             return None;
@@ -504,15 +578,7 @@ impl Frames<'_> {
             return Some(Err(corrupt("payload checksum mismatch".into())));
         }
         self.offset += HEADER_LEN + len as usize;
-        let raw = if flags & FLAG_ZSTD != 0 {
-            match decompress(payload) {
-                Ok(raw) => raw,
-                Err(what) => return Some(Err(corrupt(what))),
-            }
-        } else {
-            payload.to_vec()
-        };
-        Some(bincode::deserialize(&raw).map_err(|e| corrupt(format!("undecodable record: {e}"))))
+        Some(if flags & FLAG_ZSTD != 0 { decompress(payload).map_err(corrupt) } else { Ok(payload.to_vec()) })
     }
 }
 
@@ -561,25 +627,40 @@ mod tests {
             tid: 100,
             label: i,
             kind: EventKind::Syscall(Syscall {
-                nr: 0,
-                args: [0; 6],
-                result: 1000,
-                path: None,
                 writes: vec![crate::event::MemWrite { addr: 0x1000, data: Contents::Bytes(vec![i as u8; 1000]) }],
-                output_hash: None,
-                file: None,
-                unsupported: false,
+                ..Syscall::bare(0, [0; 6], 1000)
             }),
         }
     }
 
+    /// A trace of `n` events, one frame each (a flush ends a frame).
     fn write_trace(dir: &Path, n: u64) {
         let mut w = TraceWriter::create(dir).unwrap();
         w.write_meta(&meta()).unwrap();
         for i in 0..n {
             w.write_event(event(i)).unwrap();
+            w.flush().unwrap();
         }
         w.finish().unwrap();
+    }
+
+    #[test]
+    fn events_share_frames() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = TraceWriter::create(tmp.path()).unwrap();
+        w.write_meta(&meta()).unwrap();
+        for i in 0..1000 {
+            w.write_event(event(i)).unwrap();
+        }
+        w.finish().unwrap();
+        let t = Trace::open(tmp.path()).unwrap();
+        assert_eq!(t.events, (0..1000).map(event).collect::<Vec<_>>());
+        let frames = Frames { path: tmp.path(), bytes: &fs::read(tmp.path().join("events")).unwrap(), offset: 12 };
+        assert!(std::iter::successors(Some(frames), |f| {
+            let mut f = Frames { path: f.path, bytes: f.bytes, offset: f.offset };
+            f.next_payload().map(|_| f)
+        })
+        .count() < 20, "1000 small events fit in a few frames");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct SessionOptions {
     /// does not count).
     pub livelock_timeout: Duration,
     /// Replay time between two checkpoints the timeline takes as the user
-    /// moves forwards (also the epoch stride until the trace has epochs).
+    /// moves forwards.
     pub checkpoint_interval: Duration,
     /// Checkpoints kept at most (each holds the pages written since the
     /// one before, copy-on-write); the thinning keeps older ones sparser.

@@ -1,70 +1,70 @@
-//! Epochs (seed 003 §2.2): intervals of the recording that can be
-//! re-executed identically from their start, each starting at a
-//! checkpoint. Until the trace carries epoch boundaries at irrevocable
-//! syscalls (in-process recording), the boundaries are the timeline's own
-//! checkpoint points: epoch 0 starts at the recording's start, epoch k at
-//! the k-th checkpoint the timeline took. This file is the one place that
-//! defines them; the stub and the UI only list and visit them.
+//! Epochs in a replay: the trace's recorded epochs (seed 003; cut after
+//! irrevocable syscalls, process spawns, execs and the end:
+//! [`weft_record::epochs`]), and where the replay found each one's start.
+//! An epoch starts at the start of the first segment at which its first
+//! event is the next to happen; the replay learns that [`Mark`] the first
+//! time it goes there. This file is the one place that defines them; the
+//! stub and the UI only list and visit them.
 
 use crate::mark::Mark;
 use anyhow::{bail, Result};
-use std::collections::BTreeSet;
-use weft_record::{Tid, Trace};
+use std::collections::{BTreeSet, HashMap};
+use weft_record::epochs::{self as recorded, epoch_of};
+use weft_record::{EventKind, Tid, Trace};
 
-/// One epoch.
+/// One epoch, as the debugger lists it.
 #[derive(Debug, Clone)]
 pub struct Epoch {
-    /// Its index, from 0 at the start of the recording.
-    pub index: usize,
-    /// Where it starts.
-    pub start: Mark,
-    /// The log events in it: from the first to the first of the next
-    /// epoch (for the last known epoch, to the furthest the replay has
-    /// been).
-    pub events: std::ops::Range<u64>,
+    /// The recorded epoch: its index, events and closing event.
+    pub recorded: recorded::Epoch,
     /// The recorded tids of the threads with events in it.
     pub threads: Vec<Tid>,
-    /// The event that closed it, as `weft dump` prints it (`#N tid ...`);
-    /// `None` for the last known epoch.
-    pub closed_by: Option<String>,
 }
 
-/// The epochs cut at `boundaries` (ascending segment starts), up to event
-/// `furthest`.
-pub(crate) fn epochs(trace: &Trace, boundaries: &[Mark], furthest: u64) -> Vec<Epoch> {
-    let starts: Vec<Mark> = std::iter::once(origin(trace)).chain(boundaries.iter().filter(|m| m.point > 0).cloned()).collect();
-    let mut list = Vec::with_capacity(starts.len());
-    for (index, start) in starts.iter().enumerate() {
-        let next = starts.get(index + 1);
-        let end = next.map_or(furthest.max(start.event), |n| n.event);
-        let slice = trace.events.get(start.event as usize..end as usize).unwrap_or_default();
-        let threads: BTreeSet<Tid> = slice.iter().map(|e| e.tid).collect();
-        let closed_by = next.and_then(|n| {
-            let k = n.event.checked_sub(1)?;
-            trace.events.get(k as usize).map(|e| format!("#{k} {e}"))
-        });
-        list.push(Epoch { index, start: start.clone(), events: start.event..end, threads: threads.into_iter().collect(), closed_by });
+/// A trace's recorded epochs and the marks of the starts the replay has
+/// found.
+pub(crate) struct Epochs {
+    list: Vec<recorded::Epoch>,
+    starts: HashMap<usize, Mark>,
+}
+
+impl Epochs {
+    /// The epochs of `trace`; epoch 0 starts where the recording does.
+    pub fn new(trace: &Trace) -> Self {
+        let origin = Mark::segment_start(0, trace.meta.pid, 0);
+        Self { list: trace.epochs(), starts: HashMap::from([(0, origin)]) }
     }
-    list
-}
 
-/// Where epoch `n` starts. Errors: no such epoch yet.
-pub(crate) fn start(trace: &Trace, boundaries: &[Mark], n: usize) -> Result<Mark> {
-    if n == 0 {
-        return Ok(origin(trace));
+    /// Every epoch of `trace` (the one these were made from), in order.
+    pub fn list(&self, trace: &Trace) -> Vec<Epoch> {
+        // The End is no thread's.
+        let threads = |e: &recorded::Epoch| -> BTreeSet<Tid> {
+            trace.events[e.events.clone()].iter().filter(|e| !matches!(e.kind, EventKind::End(_))).map(|e| e.tid).collect()
+        };
+        self.list.iter().map(|e| Epoch { recorded: e.clone(), threads: threads(e).into_iter().collect() }).collect()
     }
-    match boundaries.iter().filter(|m| m.point > 0).nth(n - 1) {
-        Some(m) => Ok(m.clone()),
-        None => bail!("no epoch {n}: the replay has cut {} epochs so far", boundaries.iter().filter(|m| m.point > 0).count() + 1),
+
+    /// The index of the epoch `mark` is in: the one holding the next event
+    /// to be matched.
+    pub fn index_of(&self, mark: &Mark) -> usize {
+        epoch_of(&self.list, mark.event as usize)
     }
-}
 
-/// The index of the epoch `mark` is in.
-pub(crate) fn index_of(boundaries: &[Mark], mark: &Mark) -> usize {
-    boundaries.iter().filter(|m| m.point > 0 && (m.surely_before(mark) || *m == mark)).count()
-}
+    /// The first event of epoch `n`. Errors: no such epoch.
+    pub fn first_event(&self, n: usize) -> Result<u64> {
+        match self.list.get(n) {
+            Some(e) => Ok(e.events.start as u64),
+            None => bail!("no epoch {n}: the trace has {} epochs, 0 to {}", self.list.len(), self.list.len().saturating_sub(1)),
+        }
+    }
 
-/// The start of the recording.
-fn origin(trace: &Trace) -> Mark {
-    Mark::segment_start(0, trace.meta.pid, 0)
+    /// Where epoch `n` starts, once the replay has been there.
+    pub fn start(&self, n: usize) -> Option<&Mark> {
+        self.starts.get(&n)
+    }
+
+    /// Says that epoch `n` starts at `mark`.
+    pub fn found(&mut self, n: usize, mark: Mark) {
+        self.starts.insert(n, mark);
+    }
 }

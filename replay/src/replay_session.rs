@@ -5,7 +5,7 @@
 //! restoring a checkpoint and replaying forwards (`reverse.rs`).
 
 use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watchpoint, When};
-use crate::epoch::{self, Epoch};
+use crate::epoch::{Epoch, Epochs};
 use crate::failure::Failure;
 use crate::loader::{self, Library};
 use crate::mark::{Leg, Mark, TrapSet};
@@ -45,6 +45,8 @@ pub struct ReplaySession<'a> {
     changed: Option<String>,
     known_failure: Option<Failure>,
     user_checkpoints: Vec<(UserCheckpoint, Saved)>,
+    /// The trace's epochs and the starts found so far.
+    epochs: Epochs,
     /// The furthest event the replay has shown output for.
     furthest: u64,
     exe: PathBuf,
@@ -85,6 +87,7 @@ impl<'a> ReplaySession<'a> {
             changed: None,
             known_failure: None,
             user_checkpoints: Vec::new(),
+            epochs: Epochs::new(trace),
             furthest: 0,
         })
     }
@@ -464,7 +467,7 @@ impl<'a> ReplaySession<'a> {
 
     /// Where the session is.
     pub fn when(&self) -> When {
-        When { mark: self.mark.clone(), events: self.trace.events.len() as u64, epoch: epoch::index_of(self.timeline.boundaries(), &self.mark) }
+        When { mark: self.mark.clone(), events: self.trace.events.len() as u64, epoch: self.epochs.index_of(&self.mark) }
     }
 
     /// Goes (forwards or backwards) to the start of the first segment at
@@ -479,7 +482,7 @@ impl<'a> ReplaySession<'a> {
         }
         // Many segments share a next event (synchronization points match
         // none): start strictly before `event`, then stop at the first.
-        let saved = self.timeline.boundaries().iter().rev().find(|m| m.event < event).cloned();
+        let saved = self.timeline.marks().iter().rev().find(|m| m.event < event).cloned();
         let here = (self.mark.event < event && self.end.is_none() && self.changed.is_none()).then(|| self.mark.clone());
         let start = match (saved, here) {
             (Some(s), Some(h)) if h.point >= s.point => h,
@@ -492,27 +495,37 @@ impl<'a> ReplaySession<'a> {
         Ok(Stop::Step { tid: self.live.current() })
     }
 
-    /// The epochs known so far, in order (the recording is cut into them
-    /// as the replay moves forwards; see `epoch.rs`).
+    /// The recorded epochs, in order (see `epoch.rs`).
     pub fn epochs(&self) -> Vec<Epoch> {
-        epoch::epochs(self.trace, self.timeline.boundaries(), self.furthest)
+        self.epochs.list(self.trace)
     }
 
-    /// Goes to the start of epoch `n`. Errors: no such epoch.
+    /// Goes (forwards or backwards) to the start of epoch `n`: the start
+    /// of the first segment at which its first event is the next to
+    /// happen. Errors: no such epoch, or the replay ends before it.
     pub fn goto_epoch(&mut self, n: usize) -> Result<Stop> {
-        let start = epoch::start(self.trace, self.timeline.boundaries(), n)?;
-        self.seek(&start)?;
-        Ok(Stop::Step { tid: self.live.current() })
+        let first = self.epochs.first_event(n)?;
+        match self.epochs.start(n).cloned() {
+            Some(start) => self.seek(&start)?,
+            None => {
+                self.goto_event(first, &mut |_| {})?;
+                self.epochs.found(n, self.mark.clone());
+            }
+        }
+        Ok(if n == 0 { Stop::StartOfRecording { tid: self.live.current() } } else { Stop::Step { tid: self.live.current() } })
     }
 
     /// Goes back to the start of the current epoch, or to the start of the
     /// previous one when already there. Errors: rebuilding the process.
     pub fn epoch_back(&mut self) -> Result<Stop> {
-        let k = epoch::index_of(self.timeline.boundaries(), &self.mark);
-        let start = epoch::start(self.trace, self.timeline.boundaries(), k)?;
-        let target = if start == self.mark && k > 0 { epoch::start(self.trace, self.timeline.boundaries(), k - 1)? } else { start };
-        self.seek(&target)?;
-        Ok(if target.point == 0 { Stop::StartOfRecording { tid: self.live.current() } } else { Stop::Step { tid: self.live.current() } })
+        let here = self.mark.clone();
+        let k = self.epochs.index_of(&here);
+        let stop = self.goto_epoch(k)?;
+        // Only going there tells whether `here` was the start.
+        if self.mark == here && k > 0 {
+            return self.goto_epoch(k - 1);
+        }
+        Ok(stop)
     }
 
     /// Makes a checkpoint here (rr's `checkpoint`). Errors: the process

@@ -202,6 +202,9 @@ struct Proc {
     fds: Fds,
     /// It has not ended.
     live: bool,
+    /// The address of its in-process runtime's control block, once the
+    /// runtime said hello (weft_runtime.h).
+    runtime_control: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -365,8 +368,8 @@ pub(crate) struct Session<'a> {
     halt: Option<Halt>,
     /// The current [`Goal`] stops at thread creations and exits.
     thread_halts: bool,
-    /// A thread creation or exit to report at the next segment start.
-    deferred: Option<Halt>,
+    /// Thread creations and exits to report, one at each segment start.
+    deferred: std::collections::VecDeque<Halt>,
     /// The process has been reaped ([`Session::drain`]).
     ended: bool,
     /// [`Report::stuck`].
@@ -447,7 +450,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None };
         let state = State {
             procs: vec![root],
             root_end: None,
@@ -495,7 +498,7 @@ impl<'a> Session<'a> {
             sync_logged: trace.events.iter().any(|e| matches!(e.kind, weft_record::EventKind::Sync(_))),
             halt: None,
             thread_halts: false,
-            deferred: None,
+            deferred: std::collections::VecDeque::new(),
             ended: false,
             stuck: Vec::new(),
             state,

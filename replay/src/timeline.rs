@@ -1,7 +1,7 @@
 //! The debugger's timeline (rr's ReplayTimeline): checkpoints taken at
 //! segment starts as the user moves forwards, spaced by replay time, so
 //! that going backwards restores the latest one before the target and
-//! replays forwards from it. The epochs (`epoch.rs`) start at them.
+//! replays forwards from it.
 //!
 //! Memory bound: at most `max` checkpoints; past it, every other one of
 //! the older half is dropped (older history gets sparser, as in rr), and
@@ -27,19 +27,20 @@ pub(crate) struct Saved {
     pub snapshot: Snapshot,
 }
 
-/// The checkpoints, in replay order, and the epoch boundaries they made.
+/// The checkpoints, in replay order, and the marks they were taken at.
 pub(crate) struct Timeline {
     saved: Vec<Saved>,
     max: usize,
     /// Every segment start a checkpoint was taken at, ascending, kept when
-    /// the checkpoint itself is thinned out: the epoch boundaries.
-    boundaries: Vec<Mark>,
+    /// the checkpoint itself is thinned out: known segment starts to go
+    /// to an event from.
+    marks: Vec<Mark>,
 }
 
 impl Timeline {
     /// An empty timeline keeping at most `max` checkpoints.
     pub fn new(max: usize) -> Self {
-        Self { saved: Vec::new(), max, boundaries: Vec::new() }
+        Self { saved: Vec::new(), max, marks: Vec::new() }
     }
 
     /// Whether a checkpoint may be taken at the start of segment `point`:
@@ -51,9 +52,9 @@ impl Timeline {
     /// Keeps `saved`, thinning the older half when over the bound.
     pub fn add(&mut self, saved: Saved) {
         let k = self.saved.partition_point(|s| s.mark.point < saved.mark.point);
-        let b = self.boundaries.partition_point(|m| m.point < saved.mark.point);
-        if self.boundaries.get(b).is_none_or(|m| m.point != saved.mark.point) {
-            self.boundaries.insert(b, saved.mark.clone());
+        let b = self.marks.partition_point(|m| m.point < saved.mark.point);
+        if self.marks.get(b).is_none_or(|m| m.point != saved.mark.point) {
+            self.marks.insert(b, saved.mark.clone());
         }
         self.saved.insert(k, saved);
         if self.saved.len() > self.max.max(2) {
@@ -77,9 +78,9 @@ impl Timeline {
         &self.saved[k]
     }
 
-    /// The epoch boundaries so far, ascending.
-    pub fn boundaries(&self) -> &[Mark] {
-        &self.boundaries
+    /// The segment starts checkpoints were taken at so far, ascending.
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
     }
 
     /// How many checkpoints are kept.

@@ -14,6 +14,9 @@ use weft_replay::{ReplaySession, Stop};
 const EVENTS_AROUND: usize = 5;
 const EVENTS_AROUND_MAX: usize = 200;
 
+/// Epochs `monitor epochs` shows on each side of the current one.
+const EPOCHS_AROUND: usize = 20;
+
 /// How often a long move prints where it is (well within gdb's default
 /// `remotetimeout` of 2 s).
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(700);
@@ -24,7 +27,7 @@ const HELP: &[(&str, &str)] = &[
     ("when", "the current log event, thread, epoch, and why the replay cannot go further, if it cannot"),
     ("goto EVENT", "go (forwards or backwards) to just before log event EVENT"),
     ("events [N]", "the N logged events on each side of the current one (default 5), as `weft dump` prints them"),
-    ("epochs", "the epochs known so far: event range, threads, the event that closed each"),
+    ("epochs", "the recorded epochs (cut after irrevocable syscalls, forks, execs): events, the event that closed each, threads"),
     ("epoch back", "back to the start of this epoch (of the previous one when already there)"),
     ("epoch N", "go to the start of epoch N"),
     ("checkpoint", "make a checkpoint here and print its number"),
@@ -173,37 +176,50 @@ fn when(session: &ReplaySession<'_>) -> String {
 fn events(session: &ReplaySession<'_>, n: usize) -> String {
     let all = &session.trace().events;
     let current = session.when().mark.event as usize;
-    let from = current.saturating_sub(n);
-    let to = current.saturating_add(n + 1).min(all.len());
-    (from..to)
+    around(current, n, all.len())
         .map(|i| format!("{} {}\n", if i == current { "=>" } else { "  " }, dump_line(i, &all[i])))
         .collect()
 }
 
-/// `monitor epochs`: the current epoch is marked `=>`.
+/// `monitor epochs`: the recorded epochs, as `weft dump` heads them, with
+/// their threads; the current epoch is marked `=>`. A trace cut into many
+/// (a program that seeks a lot) shows the [`EPOCHS_AROUND`] on each side
+/// of the current one, and how many it leaves out.
 fn epochs(session: &ReplaySession<'_>) -> String {
     let current = session.when().epoch;
-    session
-        .epochs()
-        .iter()
-        .map(|e| {
-            let threads: Vec<String> = e.threads.iter().map(|t| t.to_string()).collect();
-            format!(
-                "{} epoch {}: events {}..{}, threads {}, {}\n",
-                if e.index == current { "=>" } else { "  " },
-                e.index,
-                e.events.start,
-                e.events.end,
-                threads.join(" "),
-                e.closed_by.as_deref().map_or("open".to_string(), |c| format!("closed by {c}"))
-            )
-        })
-        .collect()
+    let events = &session.trace().events;
+    let all = session.epochs();
+    let shown = around(current, EPOCHS_AROUND, all.len());
+    let mut text = String::new();
+    if shown.start > 0 {
+        text += &format!("   ({} epochs before)\n", shown.start);
+    }
+    for e in &all[shown.clone()] {
+        let threads: Vec<String> = e.threads.iter().map(|t| t.to_string()).collect();
+        let marker = if e.recorded.index == current { "=>" } else { "  " };
+        text += &format!("{marker} {}; threads {}\n", e.recorded.summary(events), threads.join(" "));
+    }
+    if shown.end < all.len() {
+        text += &format!("   ({} epochs after)\n", all.len() - shown.end);
+    }
+    text
+}
+
+/// The indices from `n` before `current` to `n` after it, within `0..len`.
+fn around(current: usize, n: usize, len: usize) -> std::ops::Range<usize> {
+    current.saturating_sub(n)..current.saturating_add(n + 1).min(len)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_around_the_current_one() {
+        assert_eq!(around(0, 20, 3), 0..3);
+        assert_eq!(around(50, 20, 100), 30..71);
+        assert_eq!(around(95, 20, 100), 75..100);
+    }
 
     #[test]
     fn parses_every_command() {

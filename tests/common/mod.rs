@@ -51,7 +51,13 @@ fn compile(name: &str, bin: &str, flags: &[&str]) -> PathBuf {
             .status()
             .expect("run cc");
         assert!(st.success(), "cc failed for {name}");
-        std::fs::rename(&tmp, &out).unwrap();
+        // The first build in wins: replacing it would delete the file
+        // under a program already running it (one that execs
+        // /proc/self/exe then finds it deleted).
+        match std::fs::hard_link(&tmp, &out) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{}: {e}", out.display()),
+            _ => std::fs::remove_file(&tmp).unwrap(),
+        }
     }
     out
 }
@@ -66,10 +72,16 @@ pub fn trace_dir(name: &str) -> PathBuf {
 
 /// Runs `weft record -o TRACE -- argv...` with `stdin` as its stdin.
 pub fn record(trace: &Path, argv: &[&str], stdin: Stdio) -> Output {
+    record_with(trace, &[], argv, stdin)
+}
+
+/// Runs `weft record -o TRACE FLAGS... -- argv...` with `stdin` as its stdin.
+pub fn record_with(trace: &Path, flags: &[&str], argv: &[&str], stdin: Stdio) -> Output {
     weft()
         .arg("record")
         .arg("-o")
         .arg(trace)
+        .args(flags)
         .arg("--")
         .args(argv)
         .stdin(stdin)

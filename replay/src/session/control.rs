@@ -136,10 +136,22 @@ impl Session<'_> {
             self.execute(i)?;
             return Ok(true);
         }
+        let (p, args) = (self.state.threads[i].proc, tracee::syscall_args(&self.state.threads[i].regs));
+        if runtime::touches_runtime(nr, &args) {
+            // As the recorder did: the program changes the runtime's
+            // memory, so its calls take the ptrace path from here on.
+            if let Some(control) = self.state.procs[p].runtime_control {
+                self.mem(i).write(control, &1u32.to_le_bytes())?;
+            }
+            return Ok(false);
+        }
         if nr != runtime::NR_CTL {
             return Ok(false);
         }
-        let hello = self.state.threads[i].regs.rdi == runtime::CTL_HELLO;
+        let hello = args[0] == runtime::CTL_HELLO;
+        if hello {
+            self.state.procs[p].runtime_control = Some(args[3]);
+        }
         self.finish_syscall(i, if hello { runtime::MODE_REPLAY } else { -libc::ENOSYS as i64 })?;
         Ok(true)
     }

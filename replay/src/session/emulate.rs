@@ -175,10 +175,10 @@ impl Session<'_> {
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
             (Observed::Syscall(e), EventKind::Exec(x)) => self.exec(i, e, x),
-            // A synchronization marker: matched in the log's order, it has
-            // done its work (seed 003 §3.2).
-            (Observed::Syscall(_), EventKind::Sync(_)) => {
-                self.finish_syscall(i, 0)?;
+            // A synchronization marker, matched in the log's order (seed
+            // 003 §3.2): the runtime learns the recorded outcome.
+            (Observed::Syscall(_), EventKind::Sync(s)) => {
+                self.finish_syscall(i, s.result)?;
                 Ok(Step::Stay)
             }
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
@@ -689,7 +689,8 @@ impl Session<'_> {
             sync.clear_user(&mem, addr)?;
         }
         let fds = self.state.procs[parent].fds.clone();
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true });
+        let runtime_control = self.state.procs[parent].runtime_control;
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true, runtime_control });
         Ok(self.state.procs.len() - 1)
     }
 

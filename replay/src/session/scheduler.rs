@@ -94,7 +94,7 @@ impl Session<'_> {
     fn run_loop(&mut self, goal: &Goal) -> Result<Halt> {
         self.thread_halts = goal.thread_events;
         if !goal.thread_events {
-            self.deferred = None;
+            self.deferred.clear();
         }
         // A single step cut short (another thread's trap, a pause) is
         // over unless this goal goes on with it.
@@ -123,7 +123,7 @@ impl Session<'_> {
             match self.halt.take() {
                 // Reported where a position can name the moment: at the
                 // next segment start.
-                Some(halt @ (Halt::ThreadCreated { .. } | Halt::ThreadExited(_))) => self.deferred = Some(halt),
+                Some(halt @ (Halt::ThreadCreated { .. } | Halt::ThreadExited(_))) => self.deferred.push_back(halt),
                 Some(halt) => return Ok(halt),
                 None => {}
             }
@@ -135,7 +135,7 @@ impl Session<'_> {
     fn segment(&mut self, goal: &Goal) -> Result<Option<Halt>> {
         let cur = self.cur;
         if !self.state.mid_segment {
-            if let Some(halt) = self.deferred.take() {
+            if let Some(halt) = self.deferred.pop_front() {
                 return Ok(Some(halt));
             }
             let at_point = goal.point.is_some_and(|p| self.state.points >= p);
