@@ -147,14 +147,8 @@ fn no_inprocess_records_with_ptrace_alone() {
     let (file, dir) = paths_input();
     let prog = program("inproc_paths");
     let trace = trace_dir("inproc_paths-no-inprocess");
-    let rec = weft()
-        .args(["record", "--no-inprocess", "-o"])
-        .arg(&trace)
-        .arg("--")
-        .args([prog.as_os_str(), file.as_os_str(), dir.as_os_str()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run weft record");
+    let argv = [prog.to_str().unwrap(), file.to_str().unwrap(), dir.to_str().unwrap()];
+    let rec = record_with(&trace, &["--no-inprocess"], &argv, Stdio::null());
     assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
     let rep = replay(&trace, &[]);
     assert_replays_as_recorded("inproc_paths-no-inprocess", &rec, &rep);
