@@ -208,8 +208,12 @@ fn cpp_condition_variable_replays_at_the_first_attempt() {
 }
 
 /// Rust's std::sync::Mutex and Condvar lock with futex(2) directly; the
-/// runtime logs those futex calls' order. Valid is all this asserts.
-/// Measured: (to be filled in once the runtime lands).
+/// runtime logs those futex calls' order (FutexWait, FutexWake). Valid is
+/// all this asserts; the test prints the exploration replays it took.
+/// Measured with the runtime of main 4b63a10 on 8 recordings: none valid.
+/// In log order a thread makes a FutexWait on the mutex word where the log
+/// has its FutexWake of the condvar word, or all threads block; the search
+/// then gives up ("no schedule found") after 45 to 164 replays.
 #[test]
 fn rust_mutex_and_condvar_replay() {
     let prog = rust_program("mutex_condvar");
