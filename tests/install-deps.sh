@@ -4,9 +4,9 @@
 # old for the workspace's rust-version).
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# gdb and lldb-22 for tests/debugger.rs: lldb-22 comes from Debian 12's
+# g++ for tests/cpp (tests/inprocess.rs); gdb and lldb-22 for tests/debugger.rs: lldb-22 comes from Debian 12's
 # security suite (bookworm-security, in a fresh install's sources).
-apt-get install -y -qq gcc libc6-dev pbzip2 xz-utils coreutils curl ca-certificates gdb lldb-22 >/dev/null
+apt-get install -y -qq gcc g++ libc6-dev pbzip2 xz-utils coreutils curl ca-certificates gdb lldb-22 >/dev/null
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
