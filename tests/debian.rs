@@ -1,10 +1,10 @@
-//! Real Debian programs, recorded on all cores and replayed on one. Their
-//! threads meet only through pthread locks, condition variables and
-//! semaphores, whose order the in-process runtime logs (issue 12, seed 003
-//! §3.2): so every recording, ten of each program, must replay valid at
-//! the first attempt, with no exploration and no re-recording, and print
-//! byte-identical output. The programs are installed with apt-get when
-//! missing.
+//! Real Debian programs, recorded on all cores and replayed on one. pbzip2
+//! and xz's threads meet only through pthread locks, condition variables
+//! and semaphores, whose order the in-process runtime logs (issue 12, seed
+//! 003 §3.2): so every recording, ten of each, must replay valid at the
+//! first attempt, with no exploration and no re-recording, and print
+//! byte-identical output. sort also races on data (see its test). The
+//! programs are installed with apt-get when missing.
 
 mod common;
 use common::*;
@@ -70,9 +70,18 @@ fn xz_two_workers_many_blocks() {
     replay_at_the_first_attempt(RECORDINGS, "xz-blocks", "xz", "xz-utils", &["-T2", "--block-size=1MiB", "-c"], 16);
 }
 
-/// sort's two threads merge under a mutex and condition variables; which
-/// takes the output lock first was a race the ptrace log did not capture.
+/// sort's two threads merge under a mutex and condition variables, whose
+/// order the runtime logs; but a thread also reads its merge-tree
+/// neighbours' counters without their locks (a data race), so the log order
+/// is not always enough: measured, 9 of 10 recordings (and 3 of 3 by hand)
+/// replayed valid in log order, and the one that did not diverged where a
+/// thread decided to queue a node from such a read. Such a recording is
+/// taken again (the search, seed 000 §4.2, is coarse-grained and cannot
+/// reorder a racy read), at most 4 in all.
 #[test]
 fn sort_parallel() {
-    replay_at_the_first_attempt(RECORDINGS, "sort", "sort", "coreutils", &["--parallel=2", "-S", "64M"], 4);
+    let input = text_file("sort-input.txt", 4);
+    let prog = debian_program("sort", "coreutils");
+    let argv = [prog.to_str().unwrap(), "--parallel=2", "-S", "64M", input.to_str().unwrap()];
+    record_until_a_schedule_is_found("sort", &argv, &["--max-attempts", "50"], 4);
 }
