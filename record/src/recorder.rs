@@ -631,8 +631,12 @@ impl Recorder {
         // comes after that record, which the runtime writes once the
         // handler has run.
         let asynchronous = !synchronous && interrupted.is_none();
+        // In the runtime's code, which a replay does not run the same way:
+        // delivered where the runtime call ends (or, if the replay is not
+        // there, at the thread's next stop, the call's own).
         let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(self.tgid(pid), regs.rip));
         let state = if in_runtime { None } else { state };
+        let label = if in_runtime { crate::runtime::BUFFERED_LABEL } else { label };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
         match self.inprocess.as_mut() {
             Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),
