@@ -45,6 +45,25 @@
 #define EXPORT __attribute__((visibility("default")))
 #define ALIGN8(n) (((n) + 7UL) & ~7UL)
 
+/* ------------------------------------------------------------- returns */
+
+/* Every interposed function returns through a stub that clears the
+ * caller-saved registers (and the top half of an int result): the runtime
+ * runs other code in a replay than in the recording (markers instead of
+ * records), and a signal that hits the program right after a call is
+ * found again by matching its registers (weft's exact signal delivery). */
+#define SCRUB_STUB(name, widen)                                                   \
+    __asm__(".text\n.globl " #name "\n.type " #name ",@function\n" #name ":\n"      \
+            "sub $8, %rsp\ncall impl_" #name "\nadd $8, %rsp\n" widen                \
+            "xor %ecx, %ecx\nxor %edx, %edx\nxor %esi, %esi\nxor %edi, %edi\n"        \
+            "xor %r8d, %r8d\nxor %r9d, %r9d\nxor %r10d, %r10d\nxor %r11d, %r11d\n"    \
+            "ret\n.size " #name ", .-" #name "\n");
+/* For a function returning int: its result zero-extended. */
+#define SCRUB32(name) SCRUB_STUB(name, "mov %eax, %eax\n")
+/* For a function returning a 64-bit value. */
+#define SCRUB64(name) SCRUB_STUB(name, "")
+#define IMPL __attribute__((used)) static
+
 /* ---------------------------------------------------------------- state */
 
 static int mode;          /* 0 off, WEFT_MODE_RECORD, WEFT_MODE_REPLAY */
@@ -352,7 +371,8 @@ static int out_timespec(long r, const long a[6], struct chunk *out) {
 }
 
 DECLARE_REAL(int, clock_gettime, clockid_t, struct timespec *)
-EXPORT int clock_gettime(clockid_t clk, struct timespec *tp) {
+SCRUB32(clock_gettime)
+IMPL int impl_clock_gettime(clockid_t clk, struct timespec *tp) {
     if (!enter()) {
         return get_clock_gettime()(clk, tp);
     }
@@ -371,7 +391,8 @@ static int out_timeofday(long r, const long a[6], struct chunk *out) {
 }
 
 DECLARE_REAL(int, gettimeofday, struct timeval *, void *)
-EXPORT int gettimeofday(struct timeval *tv, void *tz) {
+SCRUB32(gettimeofday)
+IMPL int impl_gettimeofday(struct timeval *tv, void *tz) {
     if (!enter()) {
         return get_gettimeofday()(tv, tz);
     }
@@ -388,7 +409,8 @@ static int out_time(long r, const long a[6], struct chunk *out) {
 }
 
 DECLARE_REAL(time_t, time, time_t *)
-EXPORT time_t time(time_t *t) {
+SCRUB64(time)
+IMPL time_t impl_time(time_t *t) {
     if (!enter()) {
         return get_time()(t);
     }
@@ -424,7 +446,8 @@ static long fstatat_call(int dirfd, const char *path, struct stat *buf, int flag
 }
 
 DECLARE_REAL(int, fstatat, int, const char *, struct stat *, int)
-EXPORT int fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
+SCRUB32(fstatat)
+IMPL int impl_fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
     if (!enter()) {
         return get_fstatat()(dirfd, path, buf, flags);
     }
@@ -432,24 +455,30 @@ EXPORT int fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
     leave();
     return (int)with_errno(r);
 }
-EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *buf, int flags) {
+SCRUB32(fstatat64)
+IMPL int impl_fstatat64(int dirfd, const char *path, struct stat64 *buf, int flags) {
     return fstatat(dirfd, path, (struct stat *)buf, flags);
 }
-EXPORT int stat(const char *path, struct stat *buf) {
+SCRUB32(stat)
+IMPL int impl_stat(const char *path, struct stat *buf) {
     return fstatat(AT_FDCWD, path, buf, 0);
 }
-EXPORT int stat64(const char *path, struct stat64 *buf) {
+SCRUB32(stat64)
+IMPL int impl_stat64(const char *path, struct stat64 *buf) {
     return fstatat(AT_FDCWD, path, (struct stat *)buf, 0);
 }
-EXPORT int lstat(const char *path, struct stat *buf) {
+SCRUB32(lstat)
+IMPL int impl_lstat(const char *path, struct stat *buf) {
     return fstatat(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
 }
-EXPORT int lstat64(const char *path, struct stat64 *buf) {
+SCRUB32(lstat64)
+IMPL int impl_lstat64(const char *path, struct stat64 *buf) {
     return fstatat(AT_FDCWD, path, (struct stat *)buf, AT_SYMLINK_NOFOLLOW);
 }
 
 DECLARE_REAL(int, fstat, int, struct stat *)
-EXPORT int fstat(int fd, struct stat *buf) {
+SCRUB32(fstat)
+IMPL int impl_fstat(int fd, struct stat *buf) {
     if (!enter()) {
         return get_fstat()(fd, buf);
     }
@@ -458,12 +487,14 @@ EXPORT int fstat(int fd, struct stat *buf) {
     leave();
     return (int)with_errno(r);
 }
-EXPORT int fstat64(int fd, struct stat64 *buf) {
+SCRUB32(fstat64)
+IMPL int impl_fstat64(int fd, struct stat64 *buf) {
     return fstat(fd, (struct stat *)buf);
 }
 
 DECLARE_REAL(int, statx, int, const char *, int, unsigned int, struct statx *)
-EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf) {
+SCRUB32(statx)
+IMPL int impl_statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf) {
     if (!enter()) {
         return get_statx()(dirfd, path, flags, mask, buf);
     }
@@ -502,7 +533,8 @@ static int ready(int fd) {
 }
 
 DECLARE_REAL(ssize_t, read, int, void *, size_t)
-EXPORT ssize_t read(int fd, void *buf, size_t n) {
+SCRUB64(read)
+IMPL ssize_t impl_read(int fd, void *buf, size_t n) {
     if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
         return get_read()(fd, buf, n);
     }
@@ -517,7 +549,8 @@ EXPORT ssize_t read(int fd, void *buf, size_t n) {
 }
 
 DECLARE_REAL(ssize_t, pread64, int, void *, size_t, off_t)
-EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) {
+SCRUB64(pread64)
+IMPL ssize_t impl_pread64(int fd, void *buf, size_t n, off_t off) {
     if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
         return get_pread64()(fd, buf, n, off);
     }
@@ -526,12 +559,14 @@ EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) {
     leave();
     return with_errno(r);
 }
-EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off) {
+SCRUB64(pread)
+IMPL ssize_t impl_pread(int fd, void *buf, size_t n, off_t off) {
     return pread64(fd, buf, n, off);
 }
 
 DECLARE_REAL(ssize_t, getdents64, int, void *, size_t)
-EXPORT ssize_t getdents64(int fd, void *buf, size_t n) {
+SCRUB64(getdents64)
+IMPL ssize_t impl_getdents64(int fd, void *buf, size_t n) {
     if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
         return get_getdents64()(fd, buf, n);
     }
@@ -542,7 +577,8 @@ EXPORT ssize_t getdents64(int fd, void *buf, size_t n) {
 }
 
 DECLARE_REAL(ssize_t, getrandom, void *, size_t, unsigned int)
-EXPORT ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
+SCRUB64(getrandom)
+IMPL ssize_t impl_getrandom(void *buf, size_t n, unsigned int flags) {
     if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
         return get_getrandom()(buf, n, flags);
     }
@@ -553,7 +589,8 @@ EXPORT ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
 }
 
 DECLARE_REAL(int, poll, struct pollfd *, nfds_t, int)
-EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout) {
+SCRUB32(poll)
+IMPL int impl_poll(struct pollfd *fds, nfds_t n, int timeout) {
     if (timeout != 0 || n > 1024 || !enter()) {
         return get_poll()(fds, n, timeout);
     }
@@ -585,28 +622,32 @@ static int openat_call(int dirfd, const char *path, int flags, long mode) {
     leave();
     return (int)with_errno(r);
 }
-EXPORT int openat(int dirfd, const char *path, int flags, ...) {
+SCRUB32(openat)
+IMPL int impl_openat(int dirfd, const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
     long mode = open_mode(flags, ap);
     va_end(ap);
     return openat_call(dirfd, path, flags, mode);
 }
-EXPORT int openat64(int dirfd, const char *path, int flags, ...) {
+SCRUB32(openat64)
+IMPL int impl_openat64(int dirfd, const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
     long mode = open_mode(flags, ap);
     va_end(ap);
     return openat_call(dirfd, path, flags, mode);
 }
-EXPORT int open(const char *path, int flags, ...) {
+SCRUB32(open)
+IMPL int impl_open(const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
     long mode = open_mode(flags, ap);
     va_end(ap);
     return openat_call(AT_FDCWD, path, flags, mode);
 }
-EXPORT int open64(const char *path, int flags, ...) {
+SCRUB32(open64)
+IMPL int impl_open64(const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
     long mode = open_mode(flags, ap);
@@ -615,7 +656,8 @@ EXPORT int open64(const char *path, int flags, ...) {
 }
 
 DECLARE_REAL(int, close, int)
-EXPORT int close(int fd) {
+SCRUB32(close)
+IMPL int impl_close(int fd) {
     if (!enter()) {
         return get_close()(fd);
     }
@@ -631,7 +673,8 @@ EXPORT int close(int fd) {
  * a vfork child runs on its parent's memory, TLS and buffer slot until it
  * execs, so its calls would be logged as its parent's; and the replay runs
  * a vfork as a fork anyway, so the recording now does the same thing. */
-EXPORT pid_t vfork(void) {
+SCRUB32(vfork)
+IMPL pid_t impl_vfork(void) {
     static pid_t (*fork_fn)(void);
     if (!fork_fn) {
         fork_fn = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork");
@@ -651,7 +694,8 @@ EXPORT pid_t vfork(void) {
  * trylock, a timeout), which is returned as recorded. */
 #define ACQUIRE(ret, name, op, var, sem, params, args)                          \
     DECLARE_REAL(ret, name, params)                                             \
-    EXPORT ret name(params) {                                                   \
+    SCRUB32(name)                                                               \
+    IMPL ret impl_##name(params) {                                              \
         if (!enter()) return get_##name() args;                                 \
         ret r;                                                                  \
         if (mode == WEFT_MODE_RECORD) {                                         \
@@ -675,7 +719,8 @@ EXPORT pid_t vfork(void) {
  * replay the marker follows it, so the next acquirer finds it done). */
 #define RELEASE(ret, name, op, var, params, args)                               \
     DECLARE_REAL(ret, name, params)                                             \
-    EXPORT ret name(params) {                                                   \
+    SCRUB32(name)                                                               \
+    IMPL ret impl_##name(params) {                                              \
         if (!enter()) return get_##name() args;                                 \
         if (mode == WEFT_MODE_RECORD) sync_record(op, (const void *)(var), 0);  \
         ret r = get_##name() args;                                              \
@@ -722,7 +767,8 @@ RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond
  * program cannot tell). */
 #define COND_WAIT(name, params, args)                                           \
     DECLARE_REAL(int, name, params)                                             \
-    EXPORT int name(params) {                                                   \
+    SCRUB32(name)                                                               \
+    IMPL int impl_##name(params) {                                              \
         if (!enter()) return get_##name() args;                                 \
         int r;                                                                  \
         if (mode == WEFT_MODE_RECORD) {                                         \
@@ -749,7 +795,8 @@ COND_WAIT(pthread_cond_clockwait, P(pthread_cond_t *c, pthread_mutex_t *m, clock
  * thread's result is logged). In a replay the wait is real: every thread
  * arrives in the log's order and leaves at its place. */
 DECLARE_REAL(int, pthread_barrier_wait, pthread_barrier_t *)
-EXPORT int pthread_barrier_wait(pthread_barrier_t *b) {
+SCRUB32(pthread_barrier_wait)
+IMPL int impl_pthread_barrier_wait(pthread_barrier_t *b) {
     if (!enter()) {
         return get_pthread_barrier_wait()(b);
     }
