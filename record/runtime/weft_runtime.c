@@ -54,10 +54,11 @@
  * found again by matching its registers (weft's exact signal delivery). */
 #define SCRUB_STUB(name, widen)                                                   \
     __asm__(".text\n.globl " #name "\n.type " #name ",@function\n" #name ":\n"      \
-            "sub $8, %rsp\ncall impl_" #name "\nadd $8, %rsp\n" widen                \
+            ".cfi_startproc\nsub $8, %rsp\n.cfi_adjust_cfa_offset 8\n"                \
+            "call impl_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n" widen     \
             "xor %ecx, %ecx\nxor %edx, %edx\nxor %esi, %esi\nxor %edi, %edi\n"        \
             "xor %r8d, %r8d\nxor %r9d, %r9d\nxor %r10d, %r10d\nxor %r11d, %r11d\n"    \
-            "ret\n.size " #name ", .-" #name "\n");
+            "ret\n.cfi_endproc\n.size " #name ", .-" #name "\n");
 /* For a function returning int: its result zero-extended. */
 #define SCRUB32(name) SCRUB_STUB(name, "mov %eax, %eax\n")
 /* For a function returning a 64-bit value. */

@@ -6,6 +6,7 @@ use super::{At, Session};
 use anyhow::{anyhow, Context, Result};
 use nix::sys::ptrace;
 use std::os::unix::fs::FileExt;
+use weft_record::runtime;
 use weft_record::Tid;
 
 impl Session<'_> {
@@ -65,7 +66,29 @@ impl Session<'_> {
         // SAFETY: PTRACE_GETFPREGS fills a user_fpregs_struct.
         let r = unsafe { libc::ptrace(libc::PTRACE_GETFPREGS, t.tid.as_raw(), 0, &mut fp as *mut _) };
         nix::errno::Errno::result(r).context("PTRACE_GETFPREGS")?;
-        Ok((t.regs, fp))
+        Ok((self.shown_regs(rec, t), fp))
+    }
+
+    /// The registers a debugger is shown for thread `t`: its own, except
+    /// for a thread other than the current one that stands in the runtime's
+    /// code page (at the `ret` after one of its `syscall` sites, waiting
+    /// for its turn in the log), which is shown as if that `ret` had run:
+    /// the page has no unwind information, so a backtrace from it would
+    /// end there, while from its caller (the runtime's library, then the
+    /// program) it reaches the program's frames.
+    fn shown_regs(&self, rec: Tid, t: &super::Thread) -> libc::user_regs_struct {
+        let mut regs = t.regs;
+        let site = regs.rip.wrapping_sub(runtime::SYSCALL_LEN);
+        let at_site = [runtime::SITE_PRIVATE, runtime::SITE_BUFFERED, runtime::SITE_CTL].contains(&site);
+        let mem = &self.state.procs[t.proc].mem;
+        let at_ret = mem.read(regs.rip, 1).ok().as_deref() == Some(&[0xc3][..]);
+        if rec != self.state.threads[self.cur].rec && at_site && at_ret {
+            if let Ok(ret) = mem.read_u64(regs.rsp) {
+                regs.rip = ret;
+                regs.rsp += 8;
+            }
+        }
+        regs
     }
 
     /// Sets thread `rec`'s registers. Errors: no such live thread, ptrace.
