@@ -37,6 +37,14 @@ impl Session<'_> {
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
             return Ok(Step::Switch(None));
         }
+        // Another thread's fatal signal ends the recording: this thread,
+        // with no event left, waits at its point while that one dies.
+        if matches!(expected.kind, EventKind::End(End::Killed { tid, .. }) if tid != me && self.state.by_rec.contains_key(&tid))
+            && self.next_event_of(me) == usize::MAX
+            && matches!(observed, Observed::Syscall(_))
+        {
+            return Ok(Step::Switch(None));
+        }
         if let (EventKind::End(_), Some(end)) = (&expected.kind, self.state.root_end) {
             // The first process ended the recording; the processes left
             // were killed there.
