@@ -24,18 +24,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export XDG_DATA_HOME=$work/xdg
 cc -O2 -pthread -o "$work/syscall_heavy" bench/c/syscall_heavy.c
-# Compressible but not trivial input, as bench/record_overhead.sh makes it.
-python3 - "$work/input" "$size" <<'PY'
-import random, sys
-random.seed(7)
-words = [w.strip() for w in open('/usr/share/dict/words')] if __import__('os').path.exists('/usr/share/dict/words') else [f"w{i}" for i in range(5000)]
-target = int(sys.argv[2]) << 20
-with open(sys.argv[1], 'w') as f:
-    n = 0
-    while n < target:
-        line = ' '.join(random.choice(words) + str(random.randrange(1000)) for _ in range(12)) + '\n'
-        f.write(line); n += len(line)
-PY
+# Compressible but not trivial input (bench/text_input.py).
+python3 bench/text_input.py "$work/input" "$size"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Wall-clock seconds of a command; its stderr is kept in $work/stderr, and
 # a failure is reported (the figure would be meaningless).

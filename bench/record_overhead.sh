@@ -17,18 +17,8 @@ cargo build --release -q
 weft=$PWD/target/release/weft
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Compressible but not trivial input: text built from /usr/share words and numbers.
-python3 - "$work/input" "$size" <<'PY'
-import random, sys
-random.seed(7)
-words = [w.strip() for w in open('/usr/share/dict/words')] if __import__('os').path.exists('/usr/share/dict/words') else [f"w{i}" for i in range(5000)]
-target = int(sys.argv[2]) << 20
-with open(sys.argv[1], 'w') as f:
-    n = 0
-    while n < target:
-        line = ' '.join(random.choice(words) + str(random.randrange(1000)) for _ in range(12)) + '\n'
-        f.write(line); n += len(line)
-PY
+# Compressible but not trivial input (bench/text_input.py).
+python3 bench/text_input.py "$work/input" "$size"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 seconds() { local t0=$EPOCHREALTIME; "$@" >/dev/null 2>&1 || true; echo "$EPOCHREALTIME - $t0" | bc -l; }
 bench() {

@@ -64,6 +64,8 @@
 /* For a function returning a 64-bit value. */
 #define SCRUB64(name) SCRUB_STUB(name, "")
 #define IMPL __attribute__((used)) static
+/* A macro argument that holds commas. */
+#define P(...) __VA_ARGS__
 
 /* ---------------------------------------------------------------- state */
 
@@ -623,38 +625,22 @@ static int openat_call(int dirfd, const char *path, int flags, long mode) {
     leave();
     return (int)with_errno(r);
 }
-SCRUB32(openat)
-IMPL int impl_openat(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    long mode = open_mode(flags, ap);
-    va_end(ap);
-    return openat_call(dirfd, path, flags, mode);
-}
-SCRUB32(openat64)
-IMPL int impl_openat64(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    long mode = open_mode(flags, ap);
-    va_end(ap);
-    return openat_call(dirfd, path, flags, mode);
-}
-SCRUB32(open)
-IMPL int impl_open(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    long mode = open_mode(flags, ap);
-    va_end(ap);
-    return openat_call(AT_FDCWD, path, flags, mode);
-}
-SCRUB32(open64)
-IMPL int impl_open64(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    long mode = open_mode(flags, ap);
-    va_end(ap);
-    return openat_call(AT_FDCWD, path, flags, mode);
-}
+/* open and openat, and their 64 variants (the same on x86-64): the mode
+ * is read from the variable arguments only when open(2) says it is there. */
+#define OPEN(name, dirfd_param, dirfd)                                            \
+    SCRUB32(name)                                                               \
+    IMPL int impl_##name(dirfd_param const char *path, int flags, ...) {        \
+        va_list ap;                                                             \
+        va_start(ap, flags);                                                    \
+        long mode = open_mode(flags, ap);                                       \
+        va_end(ap);                                                             \
+        return openat_call(dirfd, path, flags, mode);                           \
+    }
+
+OPEN(openat, int dirfd P(,), dirfd)
+OPEN(openat64, int dirfd P(,), dirfd)
+OPEN(open, , AT_FDCWD)
+OPEN(open64, , AT_FDCWD)
 
 DECLARE_REAL(int, close, int)
 SCRUB32(close)
@@ -730,7 +716,6 @@ IMPL pid_t impl_vfork(void) {
         return r;                                                               \
     }
 
-#define P(...) __VA_ARGS__
 
 ACQUIRE(int, pthread_mutex_lock, WEFT_SYNC_MUTEX_LOCK, m, 0, P(pthread_mutex_t *m), (m))
 ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m), (m))
