@@ -209,6 +209,7 @@ pub struct Syscall {
     /// The return value (a negative errno on failure).
     pub result: i64,
     /// The path argument, for syscalls that take one.
+    #[serde(with = "serde_bytes")]
     pub path: Option<Vec<u8>>,
     /// Memory the kernel wrote (out-buffers), to write back in replay.
     pub writes: Vec<MemWrite>,
@@ -237,7 +238,9 @@ pub struct MemWrite {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Contents {
     /// The bytes themselves, in the log.
-    Bytes(Vec<u8>),
+    // serde_bytes: one copy instead of a call per byte; the encoding is
+    // the same (a length, then the bytes).
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Bytes a large read took from a regular file: they stay in the
     /// trace's hard link to that file, not in the log, which spares the
     /// recorder compressing and writing them. The hash tells a replay
@@ -283,6 +286,7 @@ pub struct Signal {
     /// The fault address (`si_addr`) for faults, else 0.
     pub addr: u64,
     /// The raw 128-byte siginfo_t.
+    #[serde(with = "serde_bytes")]
     pub siginfo: Vec<u8>,
     /// True when the kernel raised it for the instruction at the label
     /// (a fault), false when it was sent (kill, tgkill, timers).

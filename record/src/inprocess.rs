@@ -16,7 +16,7 @@ use crate::syscalls;
 use crate::Tid;
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -42,12 +42,16 @@ pub struct InProcess {
     /// The address ranges of the runtime library's code, by process.
     code: HashMap<Pid, Vec<std::ops::Range<u64>>>,
     warned_clone: bool,
+    /// The records of the last flushed slot, and, until they are parsed
+    /// ([`InProcess::flushed`]), their length in bytes.
+    flush_copy: Vec<u8>,
+    flushed: Option<usize>,
 }
 
 impl InProcess {
     /// Sets up the shared buffers. Errors: [`Buffers::create`].
     pub fn new() -> Result<Self> {
-        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false })
+        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false, flush_copy: Vec::new(), flushed: None })
     }
 
     /// Installs the runtime library under weft's data directory and
@@ -160,9 +164,12 @@ impl InProcess {
             || self.code.get(&tgid).is_some_and(|ranges| ranges.iter().any(|r| r.contains(&pc)))
     }
 
-    /// Parses the records of a flushed slot ([`InProcess::request`]).
-    pub fn flushed(&mut self, tid: crate::Tid, records: &[u8]) {
-        parse_records(records, tid, &mut self.order);
+    /// Parses the records of the slot thread `tid` flushed
+    /// ([`InProcess::request`]), if it did.
+    pub fn flushed(&mut self, tid: crate::Tid) {
+        if let Some(k) = self.flushed.take() {
+            parse_records(&self.flush_copy[..k], tid, &mut self.order);
+        }
     }
 
     /// Process `tgid` exec'd: its new image has a runtime of its own,
@@ -183,13 +190,14 @@ impl InProcess {
     }
 
     /// Answers a runtime request from thread `pid` of process `tgid`
-    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns,
-    /// and for a flush the records to hand to [`InProcess::flushed`] once
-    /// the thread runs again (it need not wait while they are parsed).
-    /// Errors: the reply could not be written to the program's memory.
-    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<(i64, Vec<u8>)> {
+    /// stopped at its WEFT_NR_CTL syscall (`regs`): the value it returns.
+    /// A flush copies the slot's records, to be parsed by
+    /// [`InProcess::flushed`] once the thread runs again (it need not wait
+    /// while they are). Errors: the reply could not be written to the
+    /// program's memory; a flush of a slot not the thread's.
+    pub fn request(&mut self, pid: Pid, tgid: Pid, regs: &Regs, mem: &Memory) -> Result<i64> {
         let args = tracee::syscall_args(regs);
-        Ok((match args[0] {
+        Ok(match args[0] {
             runtime::CTL_HELLO if args[1] == runtime::VERSION => {
                 let mut reply = self.buffers.path().as_bytes().to_vec();
                 reply.push(0);
@@ -200,9 +208,12 @@ impl InProcess {
                 runtime::MODE_RECORD
             }
             runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
-            runtime::CTL_FLUSH => return Ok((0, self.buffers.flush(args[1] as usize, pid.as_raw())?)),
+            runtime::CTL_FLUSH => {
+                self.flushed = Some(self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.flush_copy)?);
+                0
+            }
             _ => -libc::EINVAL as i64,
-        }, Vec::new()))
+        })
     }
 
     /// Says so when no process of the recording loaded the runtime (a
@@ -352,17 +363,20 @@ impl Buffers {
     }
 
     /// Empties slot `k` of its thread, which is stopped at a FLUSH request,
-    /// so that it writes from the start again; returns the records it held,
-    /// to be parsed ([`parse_records`]) once the thread runs again.
-    pub fn flush(&mut self, k: usize, tid: Tid) -> Result<Vec<u8>> {
+    /// so that it writes from the start again; copies the records it held
+    /// into `copy` (reused: a fresh 256 KiB buffer per flush cost page
+    /// faults), to be parsed ([`parse_records`]) once the thread runs
+    /// again, and returns their length in bytes.
+    pub fn flush(&mut self, k: usize, tid: Tid, copy: &mut Vec<u8>) -> Result<usize> {
         if k >= SLOTS || self.owners[k] != Some(tid) {
             bail!("thread {tid} flushed slot {k}, which is not its own");
         }
         let (records, _) = self.committed(k);
-        let records = records.to_vec();
+        copy.clear();
+        copy.extend_from_slice(records);
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        Ok(records)
+        Ok(copy.len())
     }
 
     /// Flag `offset` ([`runtime::SLOT_QUIET`], [`runtime::SLOT_LOGGING`])
@@ -423,7 +437,7 @@ fn parse(bytes: &[u8], tid: Tid) -> Option<(u64, Event, usize)> {
     let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
     let size = u32_at(0)? as usize;
-    if size < RECORD_HEADER || size > bytes.len() || size % 8 != 0 {
+    if size < RECORD_HEADER || size > bytes.len() || !size.is_multiple_of(8) {
         return None;
     }
     let kind = u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?);
@@ -483,13 +497,48 @@ fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
 pub struct Order {
     /// The next number to write.
     next: u64,
-    /// The events by number: a buffered record may carry a deferred signal.
-    pending: BTreeMap<u64, Vec<Event>>,
+    /// The places of the numbers from `next` on (index k: number next + k).
+    /// Numbers are dense, so a ring costs less than a map per event.
+    pending: VecDeque<Place>,
+    /// Places in `pending` that are filled.
+    filled: usize,
     /// Since when `next` has been missing while later events wait.
     gap_since: Option<Instant>,
     /// Signals waiting for their thread's next buffered record, with the
     /// place each took at its delivery.
     deferred: HashMap<Tid, Vec<(u64, Event)>>,
+}
+
+/// What took one number of the global order.
+#[derive(Default)]
+enum Place {
+    /// The number has not come in yet.
+    #[default]
+    Missing,
+    /// One event, the common case (no allocation beyond the ring's).
+    One(Event),
+    /// A buffered record and the signals deferred after it; or none, for
+    /// a deferred signal's own number when it went after a later record.
+    Many(Vec<Event>),
+}
+
+impl Place {
+    fn push(&mut self, event: Event) {
+        *self = match std::mem::take(self) {
+            Place::Missing => Place::One(event),
+            Place::One(first) => Place::Many(vec![first, event]),
+            Place::Many(mut v) => {
+                v.push(event);
+                Place::Many(v)
+            }
+        };
+    }
+
+    fn fill(&mut self) {
+        if matches!(self, Place::Missing) {
+            *self = Place::Many(Vec::new());
+        }
+    }
 }
 
 impl Order {
@@ -500,13 +549,26 @@ impl Order {
             (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
             _ => None,
         };
-        self.pending.entry(seq).or_default().push(event);
+        self.place(seq).push(event);
         // Each goes after the record, or at its own place if that is later
         // (the place of the one that is not is left empty).
         for (own, signal) in signals.into_iter().flatten() {
-            self.pending.entry(own).or_default();
-            self.pending.entry(own.max(seq)).or_default().push(signal);
+            self.place(own).fill();
+            self.place(own.max(seq)).push(signal);
         }
+    }
+
+    /// The place of number `seq`, counted as filled from now on. A number
+    /// already given up ([`GAP_PATIENCE`]) comes out next.
+    fn place(&mut self, seq: u64) -> &mut Place {
+        let k = seq.saturating_sub(self.next) as usize;
+        if k >= self.pending.len() {
+            self.pending.resize_with(k + 1, Place::default);
+        }
+        if matches!(self.pending[k], Place::Missing) {
+            self.filled += 1;
+        }
+        &mut self.pending[k]
     }
 
     /// The events that can be written now, in order: the run of numbers
@@ -515,23 +577,31 @@ impl Order {
     pub fn ready(&mut self, all: bool) -> Vec<Event> {
         let mut out = Vec::new();
         loop {
-            while let Some(events) = self.pending.remove(&self.next) {
-                out.extend(events);
+            while self.pending.front().is_some_and(|p| !matches!(p, Place::Missing)) {
+                match self.pending.pop_front() {
+                    Some(Place::One(e)) => out.push(e),
+                    Some(Place::Many(v)) => out.extend(v),
+                    _ => {}
+                }
+                self.filled -= 1;
                 self.next += 1;
                 self.gap_since = None;
             }
-            let Some((&first, _)) = self.pending.first_key_value() else {
+            if self.filled == 0 {
                 if all {
                     out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| e));
                 }
                 break;
-            };
+            }
             let since = *self.gap_since.get_or_insert_with(Instant::now);
             if !all && since.elapsed() < GAP_PATIENCE {
                 break;
             }
             eprintln!("weft: warning: in-process record {} was never written (its thread was killed?); skipped", self.next);
-            self.next = first;
+            while self.pending.front().is_some_and(|p| matches!(p, Place::Missing)) {
+                self.pending.pop_front();
+                self.next += 1;
+            }
         }
         out
     }
@@ -555,6 +625,21 @@ mod tests {
         assert_eq!(tids, vec![1, 2]);
         o.push(3, ev(4));
         assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
+    }
+
+    #[test]
+    fn a_deferred_signal_follows_its_threads_next_record() {
+        let mut o = Order::default();
+        let mut signal = ev(7);
+        signal.kind = EventKind::End(crate::event::End::Exited(0));
+        o.deferred.entry(7).or_default().push((1, signal));
+        o.push(0, ev(1));
+        let mut record = ev(7);
+        record.label = runtime::BUFFERED_LABEL;
+        o.push(2, record);
+        let order: Vec<(Tid, bool)> = o.ready(false).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
+        assert_eq!(order, vec![(1, false), (7, false), (7, true)], "number 1 is taken, empty: nothing waits for it");
+        assert_eq!(o.filled, 0);
     }
 
     #[test]

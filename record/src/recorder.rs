@@ -702,10 +702,9 @@ impl Recorder {
     /// Writes the events whose turn has come (all of them, when `all`).
     fn write_ready(&mut self, all: bool) -> Result<()> {
         let Some(ip) = self.inprocess.as_mut() else { return Ok(()) };
-        for event in ip.ready(all) {
-            self.trace.write_event(event)?;
-            self.events += 1;
-        }
+        let events = ip.ready(all);
+        self.events += events.len() as u64;
+        self.trace.write_events(events)?;
         Ok(())
     }
 
@@ -714,16 +713,16 @@ impl Recorder {
     /// runtime on, it fails as the unknown syscall it is.
     fn on_runtime_request(&mut self, pid: Pid, mut regs: Regs) -> Result<()> {
         let tgid = self.tgid(pid);
-        let (answer, flushed) = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
+        let answer = match (self.inprocess.as_mut(), self.mems.get(&tgid)) {
             (Some(ip), Some(mem)) => ip.request(pid, tgid, &regs, mem)?,
-            _ => (-libc::ENOSYS as i64, Vec::new()),
+            _ => -libc::ENOSYS as i64,
         };
         regs.orig_rax = u64::MAX;
         regs.rax = answer as u64;
         ptrace::setregs(pid, regs).or_else(ignore_esrch)?;
         resume(pid, None)?;
         if let Some(ip) = self.inprocess.as_mut() {
-            ip.flushed(pid.as_raw(), &flushed);
+            ip.flushed(pid.as_raw());
         }
         self.write_ready(false)
     }

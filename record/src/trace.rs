@@ -132,12 +132,12 @@ pub struct TraceWriter {
     store: Option<Store>,
 }
 
-/// What the recorder hands the writer thread. Events, the common case,
-/// are not boxed: that would be one more allocation per event.
-#[allow(clippy::large_enum_variant)]
+/// What the recorder hands the writer thread. Events go in batches: one
+/// channel message (and one wake-up of the writer) per event cost more
+/// than the event's encoding.
 enum Record {
     Meta(Box<Meta>),
-    Event(Event),
+    Events(Vec<Event>),
     Flush,
 }
 
@@ -185,7 +185,15 @@ impl TraceWriter {
 
     /// Appends one event. Frames reach the kernel within 50 ms.
     pub fn write_event(&mut self, event: Event) -> Result<(), TraceError> {
-        self.send(Record::Event(event))
+        self.write_events(vec![event])
+    }
+
+    /// Appends `events`, in order (nothing, when empty).
+    pub fn write_events(&mut self, events: Vec<Event>) -> Result<(), TraceError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.send(Record::Events(events))
     }
 
     /// Asks for every buffered frame to be handed to the kernel now.
@@ -317,9 +325,14 @@ impl FrameWriter {
             let urgent = match record {
                 Some(Record::Meta(m)) => {
                     let raw = self.encode(&*m)?;
-                    self.frame(raw).map(|_| false)?
+                    self.frame(raw.into()).map(|_| false)?
                 }
-                Some(Record::Event(e)) => self.push_event(&e).map(|_| false)?,
+                Some(Record::Events(events)) => {
+                    for e in &events {
+                        self.push_event(e)?;
+                    }
+                    false
+                }
                 Some(Record::Flush) | None => true,
             };
             if urgent || last_flush.elapsed() >= FLUSH_EVERY {
@@ -335,48 +348,55 @@ impl FrameWriter {
         self.out.flush().map_err(io_err(&self.path))
     }
 
+    /// Encodes `event` at the end of the batch (no allocation of its own).
     fn push_event(&mut self, event: &Event) -> Result<(), TraceError> {
-        let raw = self.encode(event)?;
-        if raw.len() >= BULK_MIN {
-            // Bulk input data gets a frame (and a compression level) of its own.
-            self.end_batch()?;
-            return self.frame(raw);
+        let start = self.batch.len();
+        bincode::serialize_into(&mut self.batch, event).map_err(|e| self.cannot_encode(e.to_string()))?;
+        let len = self.batch.len() - start;
+        if len > FRAME_MAX as usize {
+            self.batch.truncate(start);
+            return Err(self.cannot_encode(format!("a record of {len} bytes: the format's maximum is {FRAME_MAX}")));
         }
-        self.batch.extend(raw);
+        if len >= BULK_MIN {
+            // Bulk input data gets a frame (and a compression level) of its own.
+            let raw = self.batch.split_off(start);
+            self.end_batch()?;
+            return self.frame(raw.into());
+        }
         if self.batch.len() >= BATCH_MAX {
             self.end_batch()?;
         }
         Ok(())
     }
 
+    fn cannot_encode(&self, what: String) -> TraceError {
+        TraceError::Corrupt { path: self.path.clone(), offset: 0, what: format!("cannot encode: {what}") }
+    }
+
     fn end_batch(&mut self) -> Result<(), TraceError> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let raw = std::mem::take(&mut self.batch);
-        self.frame(raw)
+        // The batch's buffer is kept for the next one.
+        let mut raw = std::mem::take(&mut self.batch);
+        let framed = self.frame(raw.as_slice().into());
+        raw.clear();
+        self.batch = raw;
+        framed
     }
 
     fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, TraceError> {
-        let raw = bincode::serialize(value).map_err(|e| TraceError::Corrupt {
-            path: self.path.clone(),
-            offset: 0,
-            what: format!("cannot encode: {e}"),
-        })?;
+        let raw = bincode::serialize(value).map_err(|e| self.cannot_encode(e.to_string()))?;
         if raw.len() > FRAME_MAX as usize {
-            return Err(TraceError::Corrupt {
-                path: self.path.clone(),
-                offset: 0,
-                what: format!("cannot write a record of {} bytes: the format's maximum is {FRAME_MAX}", raw.len()),
-            });
+            return Err(self.cannot_encode(format!("a record of {} bytes: the format's maximum is {FRAME_MAX}", raw.len())));
         }
         Ok(raw)
     }
 
-    fn frame(&mut self, raw: Vec<u8>) -> Result<(), TraceError> {
+    fn frame(&mut self, raw: Cow<'_, [u8]>) -> Result<(), TraceError> {
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
             let compressor = if raw.len() >= BULK_MIN { &mut self.bulk } else { &mut self.small };
-            (FLAG_ZSTD, compressor.compress(&raw).map_err(io_err(&self.path))?)
+            (FLAG_ZSTD, Cow::Owned(compressor.compress(&raw).map_err(io_err(&self.path))?))
         } else {
             (0, raw)
         };
