@@ -63,7 +63,7 @@ pub fn out_buffers(nr: i64, args: &[u64; 6], result: i64, read_u64: &mut ReadU64
     if let Some(rule) = call_rule(nr) {
         rule(args, result as u64, read_u64, &mut out);
     } else if let Some(sizes) = typed_sizes(nr) {
-        for (i, len) in sizes {
+        for &(i, len) in sizes {
             out.add(args[i], len);
         }
     }
@@ -87,7 +87,18 @@ fn interrupted_out_buffers(nr: i64, a: &[u64; 6]) -> Vec<(u64, u64)> {
 
 /// The `(argument, size)` of each pointer the table says syscall `nr` may
 /// write through, when every one has a fixed-size type; `None` otherwise.
-fn typed_sizes(nr: i64) -> Option<Vec<(usize, u64)>> {
+/// Worked out once per syscall number: the recorder asks for every
+/// buffered record, and the table's names take a search to resolve.
+fn typed_sizes(nr: i64) -> Option<&'static [(usize, u64)]> {
+    static BY_NR: std::sync::OnceLock<Vec<Option<Vec<(usize, u64)>>>> = std::sync::OnceLock::new();
+    let by_nr = BY_NR.get_or_init(|| {
+        let max = SYSCALLS.iter().map(|s| s.nr).max().unwrap_or(0);
+        (0..=max).map(resolve_typed_sizes).collect()
+    });
+    by_nr.get(usize::try_from(nr).ok()?)?.as_deref()
+}
+
+fn resolve_typed_sizes(nr: i64) -> Option<Vec<(usize, u64)>> {
     let info = SYSCALLS.iter().find(|s| s.nr == nr)?;
     if info.implemented && !info.declared {
         return None;
