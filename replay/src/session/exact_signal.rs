@@ -116,11 +116,12 @@ impl Session<'_> {
     }
 
     /// Thread `i` stopped with SIGTRAP: its registers if it was at the
-    /// hunt's breakpoint (DR6 says so, and the pc is the breakpoint's:
-    /// not an int3 that trapped past it). Errors: ptrace.
+    /// hunt's breakpoint (DR6 says so, or the machine lost what DR6 said,
+    /// [`traps::cause_lost`]; and the pc is the breakpoint's: not an int3
+    /// that trapped past it). Errors: ptrace.
     fn hunt_trapped(&self, i: usize) -> Result<Option<Regs>> {
         let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none()) else { return Ok(None) };
-        if !traps::hit(h.tid, h.slot)? {
+        if !traps::hit(h.tid, h.slot)? && !traps::cause_lost(h.tid)? {
             return Ok(None);
         }
         let regs = ptrace::getregs(h.tid)?;
