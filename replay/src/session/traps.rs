@@ -283,11 +283,14 @@ impl Session<'_> {
     }
 
     /// The debug register whose watchpoint thread `tid` just accessed
-    /// (read from DR6, which is cleared).
+    /// (read from DR6, which is cleared). When the machine lost what DR6
+    /// said ([`cause_lost`]), the first watchpoint's: a debug exception
+    /// with watchpoints set is theirs, and gdb compares the values itself.
     pub(super) fn watch_trapped(&self, tid: Pid) -> Result<Option<usize>> {
-        if self.watchpoints.iter().next().is_none() {
-            return Ok(None);
+        let Some(first) = (0..4).find(|&n| self.watchpoints.get(n).is_some()) else { return Ok(None) };
+        if let Some(slot) = trapped_slot(take_dr6(tid)?) {
+            return Ok(Some(slot));
         }
-        Ok(trapped_slot(take_dr6(tid)?))
+        Ok(cause_lost(tid)?.then_some(first))
     }
 }
