@@ -10,30 +10,12 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The runtime's fixed page: a buffered event's label lies in it (the
 /// runtime's own syscall instruction or call site, not the program's).
 const RUNTIME_PAGE: std::ops::Range<u64> = 0x6fff_0000_0000..0x6fff_0000_1000;
-
-/// Compiles `src` (relative to the workspace) once with `compiler` and
-/// `flags` into the scratch bin directory as `bin`; returns the binary.
-fn build(compiler: &str, flags: &[&str], src: &str, bin: &str) -> PathBuf {
-    let out = scratch().join("bin").join(bin);
-    if !out.exists() {
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        // Tests run in threads of one process: each compiles to its own file.
-        static BUILDS: AtomicUsize = AtomicUsize::new(0);
-        let tmp = out.with_extension(format!("tmp{}", BUILDS.fetch_add(1, Ordering::Relaxed)));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-        let st = Command::new(compiler).args(flags).arg("-o").arg(&tmp).arg(&src).status().expect("run compiler");
-        assert!(st.success(), "{compiler} failed for {}", src.display());
-        std::fs::rename(&tmp, &out).unwrap();
-    }
-    out
-}
 
 /// bench/c/syscall_heavy.c, built as bench/inprocess.sh builds it.
 fn syscall_heavy() -> PathBuf {
@@ -43,12 +25,6 @@ fn syscall_heavy() -> PathBuf {
 /// tests/cpp/NAME.cpp, built with g++ -O2 -pthread.
 fn cpp_program(name: &str) -> PathBuf {
     build("g++", &["-O2", "-g", "-pthread"], &format!("tests/cpp/{name}.cpp"), &format!("cpp-{name}"))
-}
-
-/// tests/rust/NAME.rs, built with rustc -O (as tests/syscalls.rs does).
-fn rust_program(name: &str) -> PathBuf {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    build(&rustc, &["-O"], &format!("tests/rust/{name}.rs"), &format!("rust-{name}"))
 }
 
 /// A small file and a directory of three files for inproc_paths.

@@ -4,8 +4,7 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// Records tests/c/syscalls.c, which prints what each call wrote, and
 /// checks that the replay is valid and prints the same.
@@ -41,19 +40,6 @@ fn dump_names_every_syscall() {
         assert!(text.contains(name), "no {name} in the dump:\n{text}");
     }
     assert!(!text.contains("syscall_"), "{text}");
-}
-
-/// Compiles tests/rust/NAME.rs with rustc (once) and returns the binary.
-fn rust_program(name: &str) -> PathBuf {
-    let out = scratch().join("bin").join(format!("rust-{name}"));
-    if !out.exists() {
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rust").join(format!("{name}.rs"));
-        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-        let st = Command::new(rustc).args(["-O", "-o"]).arg(&out).arg(&src).status().expect("run rustc");
-        assert!(st.success(), "rustc {}", src.display());
-    }
-    out
 }
 
 /// A Rust program that looks up a missing path probes statx with a NULL

@@ -24,33 +24,36 @@ pub fn scratch() -> &'static Path {
 
 /// Compiles tests/c/NAME.c (once) with -O1 and returns the binary's path.
 pub fn program(name: &str) -> PathBuf {
-    compile(name, name, &["-O1", "-g", "-pthread"])
+    build("cc", &["-O1", "-g", "-pthread"], &format!("tests/c/{name}.c"), name)
 }
 
 /// Compiles tests/c/NAME.c (once) for the debugger tests, with -O0 so that
 /// every variable and line is where the source says, and returns the
 /// binary's path.
 pub fn debug_program(name: &str) -> PathBuf {
-    compile(name, &format!("{name}-O0"), &["-O0", "-g", "-pthread"])
+    build("cc", &["-O0", "-g", "-pthread"], &format!("tests/c/{name}.c"), &format!("{name}-O0"))
 }
 
-fn compile(name: &str, bin: &str, flags: &[&str]) -> PathBuf {
+/// Compiles tests/rust/NAME.rs (once) with `rustc -O` ($RUSTC if set) and
+/// returns the binary's path.
+pub fn rust_program(name: &str) -> PathBuf {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    build(&rustc, &["-O"], &format!("tests/rust/{name}.rs"), &format!("rust-{name}"))
+}
+
+/// Compiles `src` (relative to the repository) once with `compiler` and
+/// `flags` into the scratch directory's `bin/BIN`, and returns its path.
+pub fn build(compiler: &str, flags: &[&str], src: &str, bin: &str) -> PathBuf {
     let out = scratch().join("bin").join(bin);
     if !out.exists() {
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
         // Tests run in threads of one process: each compiles to its own file.
-        static COMPILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = out.with_extension(format!("tmp{n}"));
-        let st = Command::new("cc")
-            .args(flags)
-            .arg("-o")
-            .arg(&tmp)
-            .arg(&src)
-            .status()
-            .expect("run cc");
-        assert!(st.success(), "cc failed for {name}");
+        let st = Command::new(compiler).args(flags).arg("-o").arg(&tmp).arg(&src).status().expect("run the compiler");
+        assert!(st.success(), "{compiler} failed for {}", src.display());
         // The first build in wins: replacing it would delete the file
         // under a program already running it (one that execs
         // /proc/self/exe then finds it deleted).
