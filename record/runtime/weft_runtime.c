@@ -52,10 +52,16 @@
  * runs other code in a replay than in the recording (markers instead of
  * records), and a signal that hits the program right after a call is
  * found again by matching its registers (weft's exact signal delivery). */
+/* Each stub also sets the thread's phase (struct thread, at offset 12 of
+ * weft_thread_self, initial-exec TLS) to BEFORE as it enters and to AFTER
+ * once the function returned; r11 is free at a call and at a return. */
+#define SET_PHASE(value)                                                          \
+    "movq weft_thread_self@gottpoff(%rip), %r11\nmovl $" #value ", %fs:12(%r11)\n"
 #define SCRUB_STUB(name, widen)                                                   \
     __asm__(".text\n.globl " #name "\n.type " #name ",@function\n" #name ":\n"      \
-            ".cfi_startproc\nsub $8, %rsp\n.cfi_adjust_cfa_offset 8\n"                \
-            "call impl_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n" widen     \
+            ".cfi_startproc\n" SET_PHASE(1) "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" \
+            "call impl_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n"          \
+            SET_PHASE(2) widen                                                         \
             "xor %ecx, %ecx\nxor %edx, %edx\nxor %esi, %esi\nxor %edi, %edi\n"        \
             "xor %r8d, %r8d\nxor %r9d, %r9d\nxor %r10d, %r10d\nxor %r11d, %r11d\n"    \
             "ret\n.cfi_endproc\n.size " #name ", .-" #name "\n");
@@ -78,8 +84,17 @@ struct thread {
     unsigned int generation; /* control.generation when registered, plus 1 */
     int slot;                /* -1: none could be had */
     int depth;               /* >0 inside the runtime (a handler's calls pass) */
+    /* WEFT_PHASE_BEFORE from a runtime function's entry (its stub) until
+     * its first call (a syscall at a site, or the real function), then
+     * WEFT_PHASE_AFTER: a signal that hits the runtime before the call
+     * came before it, and a replay delivers it where the call starts,
+     * not where the thread's previous call ended. The stubs write it. */
+    volatile unsigned int phase;
 };
-static __thread struct thread self;
+_Static_assert(__builtin_offsetof(struct thread, phase) == 12, "SET_PHASE's offset");
+/* Initial-exec: a preloaded library's TLS is in the static block, so an
+ * access is one %fs-relative load (and the stubs can reach it). */
+static __thread struct thread self __asm__("weft_thread_self") __attribute__((tls_model("initial-exec"), used));
 
 /* ----------------------------------------------------------- the sites */
 
@@ -87,6 +102,7 @@ typedef long (*site_fn)(long, long, long, long, long, long, long);
 
 /* Calls syscall `nr` at `site` (a `syscall; ret` in the code page). */
 static long site_call(unsigned long site, long nr, long a, long b, long c, long d, long e, long f) {
+    self.phase = WEFT_PHASE_AFTER;
     long ret;
     register long r10 __asm__("r10") = d;
     register long r8 __asm__("r8") = e;
@@ -166,6 +182,7 @@ struct slot {
     volatile unsigned long tail;
     volatile unsigned int quiet;
     volatile unsigned int logging;
+    volatile unsigned long phase_at;
 };
 
 static struct slot *slot_of(int k) {
@@ -186,6 +203,10 @@ static int enter(void) {
     if (mode == WEFT_MODE_RECORD && self.generation != control.generation + 1) {
         self.slot = (int)CTL(WEFT_CTL_REGISTER, 0, 0, 0);
         self.generation = control.generation + 1;
+        self.phase = WEFT_PHASE_BEFORE; /* the CTL call was not the function's */
+        if (self.slot >= 0) {
+            slot_of(self.slot)->phase_at = (unsigned long)&self.phase;
+        }
     }
     if (mode == WEFT_MODE_RECORD && self.slot < 0) {
         return 0;
@@ -356,6 +377,7 @@ static int as_returned(long logged, int like_sem) {
 #define DECLARE_REAL(ret, name, ...)                                                 \
     static ret (*real_##name)(__VA_ARGS__);                                          \
     static ret (*get_##name(void))(__VA_ARGS__) {                                    \
+        self.phase = WEFT_PHASE_AFTER;                                               \
         if (!real_##name) real_##name = (ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name); \
         return real_##name;                                                          \
     }

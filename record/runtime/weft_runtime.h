@@ -36,8 +36,12 @@
 /* Slot header: tid (i32) at 0, head (u64, bytes committed, written by the
  * thread) at 8, tail (u64, bytes consumed, written by the recorder) at 16,
  * quiet (u32: the thread's futex waits are not logged) at 24, logging
- * (u32: a call's outcome is known, its record not yet written) at 28;
- * records from byte 64. */
+ * (u32: a call's outcome is known, its record not yet written) at 28,
+ * phase_at (u64: the address of the thread's phase, a u32 that is
+ * WEFT_PHASE_BEFORE from a runtime function's entry until its first call)
+ * at 32; records from byte 64. */
+#define WEFT_PHASE_BEFORE 1
+#define WEFT_PHASE_AFTER 2
 #define WEFT_SLOT_DATA 64UL
 /* The largest read the runtime buffers (bytes); larger ones take the
  * ptrace path, where the recorder may keep them as a file slice. */

@@ -29,6 +29,13 @@ use std::time::{Duration, Instant};
 /// and writing its record).
 const GAP_PATIENCE: Duration = Duration::from_secs(2);
 
+/// How far ahead of the next number to write an event's number can be:
+/// every number in between is a record still in some thread's buffer
+/// (twice the most the slots can hold, records being 88 bytes or more) or
+/// an event at a stop. A number beyond is a malformed record (the program
+/// wrote over its buffer), dropped with an error rather than given room.
+const MAX_AHEAD: u64 = (2 * SLOTS * (SLOT_SIZE - SLOT_DATA) / RECORD_HEADER) as u64;
+
 /// The recorder's in-process state: the shared buffers, the global order,
 /// and each process's runtime control block.
 pub struct InProcess {
@@ -153,6 +160,15 @@ impl InProcess {
     /// then goes after that record ([`InProcess::defer_signal`]).
     pub fn before_record(&self, tid: crate::Tid, pc: u64) -> bool {
         pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+    }
+
+    /// Whether thread `tid` (stopped at `pc`, memory `mem`) is in a
+    /// runtime function before its first call: a signal that hit it there
+    /// came before that call. False when its phase cannot be read.
+    pub fn before_call(&self, tid: crate::Tid, pc: u64, mem: &Memory) -> bool {
+        let Some(at) = self.buffers.phase_at(tid) else { return false };
+        let phase = mem.read(at, 4).is_ok_and(|b| b[..] == runtime::PHASE_BEFORE.to_le_bytes());
+        phase || mem.read(pc, 16).is_ok_and(|code| runtime::at_stub_entry(&code))
     }
 
     /// Whether `pc`, in process `tgid`, is in the runtime's code (its page
@@ -328,7 +344,8 @@ impl Buffers {
     }
 
     fn word(&self, k: usize, offset: usize) -> &AtomicU64 {
-        // SAFETY: head (8) and tail (16) are 8-aligned words of slot k.
+        // SAFETY: head (8), tail (16) and phase_at (32) are 8-aligned
+        // words of slot k.
         unsafe { &*(self.slot(k).add(offset) as *const AtomicU64) }
     }
 
@@ -342,6 +359,7 @@ impl Buffers {
         unsafe { (self.slot(k) as *mut i32).write_volatile(tid) };
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
+        self.word(k, runtime::SLOT_PHASE_AT).store(0, Ordering::Release);
         Some(k)
     }
 
@@ -377,6 +395,13 @@ impl Buffers {
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
         Ok(copy.len())
+    }
+
+    /// The address of thread `tid`'s phase ([`runtime::SLOT_PHASE_AT`]),
+    /// once its runtime wrote it.
+    fn phase_at(&self, tid: Tid) -> Option<u64> {
+        let k = self.owners.iter().position(|o| *o == Some(tid))?;
+        Some(self.word(k, runtime::SLOT_PHASE_AT).load(Ordering::Relaxed)).filter(|&a| a != 0)
     }
 
     /// Flag `offset` ([`runtime::SLOT_QUIET`], [`runtime::SLOT_LOGGING`])
@@ -545,6 +570,10 @@ impl Order {
     /// Adds event number `seq`; a signal deferred for a buffered record of
     /// its thread follows it.
     pub fn push(&mut self, seq: u64, event: Event) {
+        if seq.saturating_sub(self.next) > MAX_AHEAD {
+            eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", event.tid, self.next);
+            return;
+        }
         let signals = match (&event.kind, event.label) {
             (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
             _ => None,
@@ -625,6 +654,15 @@ mod tests {
         assert_eq!(tids, vec![1, 2]);
         o.push(3, ev(4));
         assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
+    }
+
+    #[test]
+    fn a_number_far_ahead_is_dropped_not_given_room() {
+        let mut o = Order::default();
+        o.push(u64::MAX / 2, ev(9));
+        assert!(o.pending.is_empty());
+        o.push(0, ev(1));
+        assert_eq!(o.ready(true).len(), 1);
     }
 
     #[test]

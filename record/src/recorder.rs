@@ -632,11 +632,19 @@ impl Recorder {
         // handler has run.
         let asynchronous = !synchronous && interrupted.is_none();
         // In the runtime's code, which a replay does not run the same way:
-        // delivered where the runtime call ends (or, if the replay is not
-        // there, at the thread's next stop, the call's own).
+        // delivered where the runtime call ends, or, when the thread was
+        // still before the call (in the function's start), where it
+        // starts: at the thread's next syscall, made again after the
+        // handler (label SITE_BUFFERED).
         let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(self.tgid(pid), regs.rip));
         let state = if in_runtime { None } else { state };
-        let label = if in_runtime { crate::runtime::BUFFERED_LABEL } else { label };
+        let label = match (in_runtime, self.inprocess.as_ref()) {
+            (true, Some(ip)) if self.mems.get(&self.tgid(pid)).is_some_and(|mem| ip.before_call(pid.as_raw(), regs.rip, mem)) => {
+                crate::runtime::SITE_BUFFERED
+            }
+            (true, _) => crate::runtime::BUFFERED_LABEL,
+            _ => label,
+        };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
         match self.inprocess.as_mut() {
             Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),

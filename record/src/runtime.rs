@@ -58,6 +58,25 @@ pub const SLOT_QUIET: usize = 24;
 /// Offset of a slot's `logging` flag (u32): set while the thread writes
 /// the record of a call whose outcome is known.
 pub const SLOT_LOGGING: usize = 28;
+/// Offset of a slot's `phase_at` (u64): the address, in the thread's
+/// TLS, of its phase (u32), which is [`PHASE_BEFORE`] from a runtime
+/// function's entry until its first call.
+pub const SLOT_PHASE_AT: usize = 32;
+/// A thread's phase in a runtime function before its first call
+/// (`WEFT_PHASE_BEFORE`).
+pub const PHASE_BEFORE: u32 = 1;
+/// The instruction with which a runtime function's stub sets the phase to
+/// [`PHASE_BEFORE`] (`movl $1, %fs:12(%r11)`), after loading r11 with
+/// `movq weft_thread_self@gottpoff(%rip), %r11` (`4c 8b 1d` and a 32-bit
+/// displacement): a thread at either has entered the function, though its
+/// phase does not say so yet.
+const SET_PHASE_BEFORE: [u8; 9] = [0x64, 0x41, 0xc7, 0x43, 0x0c, 0x01, 0, 0, 0];
+
+/// Whether `code`, the bytes at a thread's pc, are a runtime stub's first
+/// two instructions (see [`SET_PHASE_BEFORE`]).
+pub fn at_stub_entry(code: &[u8]) -> bool {
+    code.starts_with(&SET_PHASE_BEFORE) || (code.starts_with(&[0x4c, 0x8b, 0x1d]) && code.get(7..16) == Some(&SET_PHASE_BEFORE[..]))
+}
 /// Where a slot's records start (bytes into the slot).
 pub const SLOT_DATA: usize = 64;
 /// The runtime's request syscall (`WEFT_NR_CTL`).
@@ -156,7 +175,19 @@ mod tests {
         assert_eq!(define("WEFT_SLOT_DATA"), SLOT_DATA.to_string());
         assert_eq!(define("WEFT_SLOTS"), SLOTS.to_string());
         assert_eq!(define("WEFT_RT_VERSION"), VERSION.to_string());
+        assert_eq!(define("WEFT_PHASE_BEFORE"), PHASE_BEFORE.to_string());
         assert!(h.contains("#define WEFT_SLOT_SIZE (256UL << 10)") && SLOT_SIZE == 256 << 10);
         assert!(LIBRARY.starts_with(b"\x7fELF"));
+    }
+
+    #[test]
+    fn a_stubs_entry_is_recognized_by_its_code() {
+        let stub = [0x4c, 0x8b, 0x1d, 0x81, 0x8c, 0, 0, 0x64, 0x41, 0xc7, 0x43, 0x0c, 0x01, 0, 0, 0, 0x48];
+        assert!(at_stub_entry(&stub));
+        assert!(at_stub_entry(&stub[7..]));
+        let mut after = stub;
+        after[12] = 0x02;
+        assert!(!at_stub_entry(&after), "the return's phase store is not an entry");
+        assert!(!at_stub_entry(&stub[3..]));
     }
 }
