@@ -90,7 +90,9 @@ fn interrupted_out_buffers(nr: i64, a: &[u64; 6]) -> Vec<(u64, u64)> {
 /// Worked out once per syscall number: the recorder asks for every
 /// buffered record, and the table's names take a search to resolve.
 fn typed_sizes(nr: i64) -> Option<&'static [(usize, u64)]> {
-    static BY_NR: std::sync::OnceLock<Vec<Option<Vec<(usize, u64)>>>> = std::sync::OnceLock::new();
+    /// Per syscall number: (argument, size) of each out-pointer, if all are typed.
+    type Sizes = Vec<Option<Vec<(usize, u64)>>>;
+    static BY_NR: std::sync::OnceLock<Sizes> = std::sync::OnceLock::new();
     let by_nr = BY_NR.get_or_init(|| {
         let max = SYSCALLS.iter().map(|s| s.nr).max().unwrap_or(0);
         (0..=max).map(resolve_typed_sizes).collect()
