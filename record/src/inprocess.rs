@@ -155,11 +155,14 @@ impl InProcess {
     }
 
     /// Whether an asynchronous signal delivered to thread `tid` at `pc`
-    /// arrived after a call the runtime has yet to log (right after a
-    /// buffered syscall, at a flush, or while the record is written): it
-    /// then goes after that record ([`InProcess::defer_signal`]).
-    pub fn before_record(&self, tid: crate::Tid, pc: u64) -> bool {
-        pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+    /// (`rax` holding what the last syscall returned) arrived after a call
+    /// the runtime has yet to log: at the exit of a buffered syscall that
+    /// completed (not one the kernel will restart or fail with EINTR, whose
+    /// signal comes before it), at a flush, or while the record is written.
+    /// It then goes after that record ([`InProcess::defer_signal`]).
+    pub fn before_record(&self, tid: crate::Tid, pc: u64, rax: i64) -> bool {
+        let completed = pc == runtime::BUFFERED_LABEL && !syscalls::RESTART_CODES.contains(&rax);
+        completed || pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
     }
 
     /// Whether thread `tid` (stopped at `pc`, memory `mem`) is in a

@@ -647,7 +647,7 @@ impl Recorder {
         };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
         match self.inprocess.as_mut() {
-            Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip) => ip.defer_signal(event),
+            Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip, regs.rax as i64) => ip.defer_signal(event),
             _ => self.log(event.tid, event.label, event.kind)?,
         }
         self.trace.flush()?;
