@@ -18,6 +18,9 @@ use weft_record::syscalls::{self, Class};
 use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
 
+/// eflags' resume flag (RF, bit 16).
+const RESUME_FLAG: u64 = 1 << 16;
+
 /// What stepping over a taken int3 did.
 pub(super) enum Over {
     /// There was nothing to step over.
@@ -263,6 +266,14 @@ impl Session<'_> {
             }
             Some(StepOver::Step(byte)) => byte,
         };
+        if self.hunt_at(i, pc) {
+            // The search's breakpoint shares the address: it trapped before
+            // the int3 did (that hit was examined), so the step must not
+            // trap on it again. RF suppresses instruction breakpoints for
+            // one instruction (Intel SDM vol. 3, §18.3.1.1).
+            self.state.threads[i].regs.eflags |= RESUME_FLAG;
+            ptrace::setregs(tid, self.state.threads[i].regs)?;
+        }
         let mem = self.mem(i);
         let syscall = byte == remote::SYSCALL_INSN[0] && mem.read(pc + 1, 1).is_ok_and(|b| b[0] == remote::SYSCALL_INSN[1]);
         mem.write(pc, &[byte])?;

@@ -117,11 +117,12 @@ impl Session<'_> {
 
     /// Thread `i` stopped with SIGTRAP: its registers if it was at the
     /// hunt's breakpoint (DR6 says so, or the machine lost what DR6 said,
-    /// [`traps::cause_lost`]; and the pc is the breakpoint's: not an int3
-    /// that trapped past it). Errors: ptrace.
+    /// [`traps::unexplained_debug_trap`]; and the pc is the breakpoint's:
+    /// not an int3 that trapped past it). Errors: ptrace.
     fn hunt_trapped(&self, i: usize) -> Result<Option<Regs>> {
         let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none()) else { return Ok(None) };
-        if !traps::hit(h.tid, h.slot)? && !traps::cause_lost(h.tid)? {
+        let watchpoints = traps::DR6_HITS & !(1 << h.slot);
+        if !traps::hit(h.tid, h.slot)? && !traps::unexplained_debug_trap(h.tid, watchpoints)? {
             return Ok(None);
         }
         let regs = ptrace::getregs(h.tid)?;
@@ -163,6 +164,11 @@ impl Session<'_> {
     /// at its next hit: [`SEARCH_SHARE`] tenths of the livelock timeout.
     fn search_limit(&self) -> std::time::Duration {
         self.opts.livelock_timeout * SEARCH_SHARE / 10
+    }
+
+    /// Whether thread `i`'s execution breakpoint (a search's) is at `pc`.
+    pub(super) fn hunt_at(&self, i: usize, pc: u64) -> bool {
+        self.hunt.as_ref().is_some_and(|h| h.tid == self.state.threads[i].tid && self.trace.events[h.event].label == pc)
     }
 
     /// Whether hunt `h` searches for the log's next event in thread `i`.

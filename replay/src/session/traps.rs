@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 /// `offsetof(struct user, u_debugreg)` on x86-64 (sys/user.h).
 const DEBUGREG_OFFSET: usize = 848;
 /// DR6's bits for DR0-DR3 having trapped.
-const DR6_HITS: u64 = 0xf;
+pub(super) const DR6_HITS: u64 = 0xf;
 /// DR6's single-step bit.
 pub(super) const DR6_STEP: u64 = 1 << 14;
 
@@ -146,8 +146,26 @@ pub(super) fn cause_lost(tid: Pid) -> Result<bool> {
     if peek(tid, 6)? & (DR6_HITS | DR6_STEP) != 0 {
         return Ok(false);
     }
+    Ok(trap_code(tid)? == libc::TRAP_BRKPT)
+}
+
+/// Whether thread `tid`, resumed without single-stepping, stopped with a
+/// SIGTRAP from a debug exception that names none of the debug registers
+/// in `others` (a bit set per register): the execution breakpoint's own
+/// hit, its DR6 bit lost ([`cause_lost`]), with DR6 possibly still saying
+/// BS from an earlier single step (the same machines also lose the kernel's
+/// clearing of DR6). An int3 or a sent signal has another si_code.
+/// Errors: ptrace.
+pub(super) fn unexplained_debug_trap(tid: Pid, others: u64) -> Result<bool> {
+    if peek(tid, 6)? & others != 0 {
+        return Ok(false);
+    }
+    Ok(matches!(trap_code(tid)?, libc::TRAP_BRKPT | libc::TRAP_TRACE | libc::TRAP_HWBKPT))
+}
+
+fn trap_code(tid: Pid) -> Result<i32> {
     let info = nix::sys::ptrace::getsiginfo(tid).with_context(|| format!("read the siginfo of thread {tid}"))?;
-    Ok(info.si_code == libc::TRAP_BRKPT)
+    Ok(info.si_code)
 }
 
 /// The first debug register DR6 says trapped.
