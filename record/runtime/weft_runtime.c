@@ -248,7 +248,11 @@ static void logging(int on) {
     slot_of(self.slot)->logging = on;
 }
 
+/* Takes the next place in the order: from here on the function has a
+ * record in the log (or will have, at this place), so a signal is no
+ * longer before its call. */
 static unsigned long next_seq(void) {
+    self.phase = WEFT_PHASE_AFTER;
     return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
 }
 
@@ -849,6 +853,7 @@ EXPORT long syscall(long nr, ...) {
     if (mode == WEFT_MODE_RECORD) {
         if (wake) sync_record(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
         quiet(wait);
+        self.phase = WEFT_PHASE_AFTER;
         r = real_syscall(nr, a, b, c, d, e, f);
         quiet(0);
         if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
