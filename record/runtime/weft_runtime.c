@@ -55,13 +55,15 @@
 /* Each stub also sets the thread's phase (struct thread, at offset 12 of
  * weft_thread_self, initial-exec TLS) to BEFORE as it enters and to AFTER
  * once the function returned; r11 is free at a call and at a return. */
-#define SET_PHASE(value)                                                          \
-    "movq weft_thread_self@gottpoff(%rip), %r11\nmovl $" #value ", %fs:12(%r11)\n"
+#define STRINGIFY(x) #x
+#define SET_PHASE(value) SET_PHASE_(value)
+#define SET_PHASE_(value)                                                         \
+    "movq weft_thread_self@gottpoff(%rip), %r11\nmovl $" STRINGIFY(value) ", %fs:12(%r11)\n"
 #define SCRUB_STUB(name, widen)                                                   \
     __asm__(".text\n.globl " #name "\n.type " #name ",@function\n" #name ":\n"      \
-            ".cfi_startproc\n" SET_PHASE(1) "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" \
+            ".cfi_startproc\n" SET_PHASE(WEFT_PHASE_BEFORE) "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" \
             "call impl_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n"          \
-            SET_PHASE(2) widen                                                         \
+            SET_PHASE(WEFT_PHASE_AFTER) widen                                                         \
             "xor %ecx, %ecx\nxor %edx, %edx\nxor %esi, %esi\nxor %edi, %edi\n"        \
             "xor %r8d, %r8d\nxor %r9d, %r9d\nxor %r10d, %r10d\nxor %r11d, %r11d\n"    \
             "ret\n.cfi_endproc\n.size " #name ", .-" #name "\n");

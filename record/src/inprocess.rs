@@ -49,16 +49,15 @@ pub struct InProcess {
     /// The address ranges of the runtime library's code, by process.
     code: HashMap<Pid, Vec<std::ops::Range<u64>>>,
     warned_clone: bool,
-    /// The records of the last flushed slot, and, until they are parsed
-    /// ([`InProcess::flushed`]), their length in bytes.
+    /// The records of the last flushed slot until they are parsed
+    /// ([`InProcess::flushed`]); the buffer is kept for the next flush.
     flush_copy: Vec<u8>,
-    flushed: Option<usize>,
 }
 
 impl InProcess {
     /// Sets up the shared buffers. Errors: [`Buffers::create`].
     pub fn new() -> Result<Self> {
-        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false, flush_copy: Vec::new(), flushed: None })
+        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false, flush_copy: Vec::new() })
     }
 
     /// Installs the runtime library under weft's data directory and
@@ -186,9 +185,8 @@ impl InProcess {
     /// Parses the records of the slot thread `tid` flushed
     /// ([`InProcess::request`]), if it did.
     pub fn flushed(&mut self, tid: crate::Tid) {
-        if let Some(k) = self.flushed.take() {
-            parse_records(&self.flush_copy[..k], tid, &mut self.order);
-        }
+        parse_records(&self.flush_copy, tid, &mut self.order);
+        self.flush_copy.clear();
     }
 
     /// Process `tgid` exec'd: its new image has a runtime of its own,
@@ -228,7 +226,7 @@ impl InProcess {
             }
             runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
             runtime::CTL_FLUSH => {
-                self.flushed = Some(self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.flush_copy)?);
+                self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.flush_copy)?;
                 0
             }
             _ => -libc::EINVAL as i64,
@@ -387,8 +385,8 @@ impl Buffers {
     /// so that it writes from the start again; copies the records it held
     /// into `copy` (reused: a fresh 256 KiB buffer per flush cost page
     /// faults), to be parsed ([`parse_records`]) once the thread runs
-    /// again, and returns their length in bytes.
-    pub fn flush(&mut self, k: usize, tid: Tid, copy: &mut Vec<u8>) -> Result<usize> {
+    /// again.
+    pub fn flush(&mut self, k: usize, tid: Tid, copy: &mut Vec<u8>) -> Result<()> {
         if k >= SLOTS || self.owners[k] != Some(tid) {
             bail!("thread {tid} flushed slot {k}, which is not its own");
         }
@@ -397,7 +395,7 @@ impl Buffers {
         copy.extend_from_slice(records);
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        Ok(copy.len())
+        Ok(())
     }
 
     /// The address of thread `tid`'s phase ([`runtime::SLOT_PHASE_AT`]),

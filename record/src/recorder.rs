@@ -636,13 +636,12 @@ impl Recorder {
         // still before the call (in the function's start), where it
         // starts: at the thread's next syscall, made again after the
         // handler (label SITE_BUFFERED).
-        let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(self.tgid(pid), regs.rip));
+        let tgid = self.tgid(pid);
+        let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(tgid, regs.rip));
         let state = if in_runtime { None } else { state };
-        let label = match (in_runtime, self.inprocess.as_ref()) {
-            (true, Some(ip)) if self.mems.get(&self.tgid(pid)).is_some_and(|mem| ip.before_call(pid.as_raw(), regs.rip, mem)) => {
-                crate::runtime::SITE_BUFFERED
-            }
-            (true, _) => crate::runtime::BUFFERED_LABEL,
+        let label = match (in_runtime, self.inprocess.as_ref(), self.mems.get(&tgid)) {
+            (true, Some(ip), Some(mem)) if ip.before_call(pid.as_raw(), regs.rip, mem) => crate::runtime::SITE_BUFFERED,
+            (true, ..) => crate::runtime::BUFFERED_LABEL,
             _ => label,
         };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
