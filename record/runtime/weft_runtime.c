@@ -852,18 +852,41 @@ EXPORT long syscall(long nr, ...) {
      * traps it): it needs no place of the runtime's. */
     int wait = (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) && !d;
     long r;
+    int err;
     if (mode == WEFT_MODE_RECORD) {
         if (wake) sync_record(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
+        /* A wait takes two places: its start (whether it finds the word
+         * changed depends on the wakes before it), with the value it
+         * expects, which tells a lock word (2: locked, with waiters) from
+         * a counter; and its return (which waiter a wake released). */
+        if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT_START, (void *)a, (unsigned)c);
         quiet(wait);
         self.phase = WEFT_PHASE_AFTER;
         r = real_syscall(nr, a, b, c, d, e, f);
+        err = errno;
         quiet(0);
-        if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+        if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, r < 0 ? -(long)err : r);
     } else {
-        if (wait) sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+        /* The replayer answers a wait's start 0 when the log orders the
+         * wait: it returns at its return's place, which is answered with
+         * the recorded errno (0: woken), and never blocks. It answers 1 on
+         * a lock word, whose futex calls are emulated for real
+         * (replay/src/log_index.rs). */
+        if (wait && sync_marker(WEFT_SYNC_FUTEX_WAIT_START, (void *)a, (unsigned)c) == 0) {
+            long recorded = sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
+            leave();
+            if (recorded > 0) {
+                errno = (int)recorded;
+                return -1;
+            }
+            return 0;
+        }
         r = real_syscall(nr, a, b, c, d, e, f);
+        err = errno;
+        if (wait) sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
         if (wake) sync_marker(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);
     }
     leave();
+    errno = err;
     return r;
 }

@@ -112,5 +112,6 @@ struct weft_record {
 #define WEFT_SYNC_SPIN_UNLOCK 16
 #define WEFT_SYNC_FUTEX_WAIT 17
 #define WEFT_SYNC_FUTEX_WAKE 18
+#define WEFT_SYNC_FUTEX_WAIT_START 19
 
 #endif

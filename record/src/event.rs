@@ -110,7 +110,9 @@ pub struct Sync {
     pub var: u64,
     /// The operation's result: 0 or an error number for the pthread and
     /// semaphore calls (EBUSY for a failed trylock), 1 for the barrier's
-    /// serial thread.
+    /// serial thread; a futex wait's result (0 or a negative errno), and
+    /// for [`SyncOp::FutexWaitStart`] the value the wait expects in the
+    /// word (futex(2)'s `val`).
     pub result: i64,
 }
 
@@ -156,26 +158,30 @@ pub enum SyncOp {
     FutexWait = 17,
     /// A futex wake made through syscall(3) is called.
     FutexWake = 18,
+    /// A futex wait made through syscall(3) is called: whether it found
+    /// the word changed depends on the wakes before it.
+    FutexWaitStart = 19,
 }
 
 impl SyncOp {
     /// The operation with runtime code `code`, if any.
     pub fn from_code(code: i64) -> Option<Self> {
         use SyncOp::*;
-        const ALL: [SyncOp; 18] = [
+        const ALL: [SyncOp; 19] = [
             MutexLock, MutexTrylock, MutexUnlock, RwlockRead, RwlockWrite, RwlockUnlock, CondRelease, CondAcquire,
             CondSignal, CondBroadcast, SemWait, SemPost, BarrierArrive, BarrierLeave, SpinLock, SpinUnlock, FutexWait,
-            FutexWake,
+            FutexWake, FutexWaitStart,
         ];
         ALL.into_iter().find(|op| *op as i64 == code)
     }
 
     /// Whether a replay's marker for it carries the result to compare: the
-    /// barrier's, marked after the call. Acquires and condition waits are
-    /// marked before the call and answered with the recorded result;
+    /// barrier's, marked after the call, and a futex wait's start, which
+    /// carries the value the wait expects. Acquires and condition waits
+    /// are marked before the call and answered with the recorded result;
     /// releases have none.
     pub fn result_matters(self) -> bool {
-        self == SyncOp::BarrierLeave
+        matches!(self, SyncOp::BarrierLeave | SyncOp::FutexWaitStart)
     }
 }
 

@@ -28,7 +28,8 @@
 //! addresses) for the session; `symbols.rs` names addresses of the
 //! executable (variables, source lines) for the diagnosis of a stuck
 //! replay (`session/stuck.rs`); `watchdog.rs` ends a replay that stops
-//! making progress. `futex.rs` is the emulated wait queues,
+//! making progress. `futex.rs` is the emulated wait queues, `log_index.rs` what
+//! the replay derives from the log once (each thread's events, lock words),
 //! `schedule.rs` the preemptions exploration adds, `sync_trace.rs` what a
 //! failed replay tells exploration, and `position.rs` the coarse position
 //! failures name.
@@ -42,6 +43,7 @@ pub mod failure;
 pub mod fds;
 pub mod futex;
 pub mod loader;
+mod log_index;
 pub mod mark;
 pub mod position;
 mod remote;

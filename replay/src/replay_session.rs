@@ -8,6 +8,7 @@ use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watc
 use crate::epoch::{Epoch, Epochs};
 use crate::failure::Failure;
 use crate::loader::{self, Library};
+use crate::log_index::LogIndex;
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
 use crate::timeline::{Saved, Timeline};
@@ -26,7 +27,7 @@ pub struct ReplaySession<'a> {
     pub(crate) trace: &'a Trace,
     opts: ReplayOptions,
     pub(crate) sopts: SessionOptions,
-    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+    log: Arc<LogIndex>,
     pub(crate) live: Session<'a>,
     pub(crate) timeline: Timeline,
     /// Where the live process is.
@@ -63,12 +64,8 @@ impl<'a> ReplaySession<'a> {
             echo_from: if sopts.echo { 0 } else { usize::MAX },
             ..Default::default()
         };
-        let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
-        for (i, e) in trace.events.iter().enumerate() {
-            thread_events.entry(e.tid).or_default().push(i);
-        }
-        let thread_events = Arc::new(thread_events);
-        let mut live = Session::launch(trace, &opts, thread_events.clone(), None)?;
+        let log = Arc::new(LogIndex::new(trace));
+        let mut live = Session::launch(trace, &opts, log.clone(), None)?;
         live.set_interactive();
         Ok(Self {
             exe: crate::session::executable(trace)?,
@@ -76,7 +73,7 @@ impl<'a> ReplaySession<'a> {
             timeline: Timeline::new(sopts.max_checkpoints),
             opts,
             sopts,
-            thread_events,
+            log,
             live,
             mark: Mark::segment_start(0, trace.meta.pid, 0),
             breakpoints: BTreeSet::new(),
@@ -325,9 +322,9 @@ impl<'a> ReplaySession<'a> {
         let mut live = match saved {
             Some(s) => {
                 let tids = s.snapshot.spawn(&s.template)?;
-                Session::resumed(self.trace, &self.opts, self.thread_events.clone(), None, s.snapshot.clone(), tids)?
+                Session::resumed(self.trace, &self.opts, self.log.clone(), None, s.snapshot.clone(), tids)?
             }
-            None => Session::launch(self.trace, &self.opts, self.thread_events.clone(), None)?,
+            None => Session::launch(self.trace, &self.opts, self.log.clone(), None)?,
         };
         live.set_interactive();
         live.set_echo_from(if self.sopts.echo { self.furthest as usize } else { usize::MAX });

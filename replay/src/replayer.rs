@@ -3,12 +3,12 @@
 //! (`checkpoint.rs`) instead of starting the program over.
 
 use crate::checkpoint::{Checkpoints, Policy};
+use crate::log_index::LogIndex;
 use crate::session::{ReplayOptions, Report, Session, Snapshot};
 use anyhow::Result;
 use nix::unistd::Pid;
-use std::collections::HashMap;
 use std::sync::Arc;
-use weft_record::{Tid, Trace};
+use weft_record::Trace;
 
 /// Replays `trace` on one core and validates it against the log, starting
 /// the program from scratch. Errors are weft's own problems (the program
@@ -25,18 +25,14 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Report> {
 /// whether it resumed or not.
 pub struct Replayer<'a> {
     trace: &'a Trace,
-    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+    log: Arc<LogIndex>,
     checkpoints: Option<Checkpoints<Snapshot>>,
 }
 
 impl<'a> Replayer<'a> {
     /// A replayer that takes no checkpoints.
     pub fn new(trace: &'a Trace) -> Self {
-        let mut thread_events: HashMap<Tid, Vec<usize>> = HashMap::new();
-        for (i, e) in trace.events.iter().enumerate() {
-            thread_events.entry(e.tid).or_default().push(i);
-        }
-        Self { trace, thread_events: Arc::new(thread_events), checkpoints: None }
+        Self { trace, log: Arc::new(LogIndex::new(trace)), checkpoints: None }
     }
 
     /// A replayer that takes checkpoints as `policy` says.
@@ -56,8 +52,8 @@ impl<'a> Replayer<'a> {
         let resumed = self.checkpoints.as_mut().and_then(|store| resume(store, opts));
         let store = self.checkpoints.as_mut();
         match resumed {
-            Some((snapshot, tids)) => Session::resumed(self.trace, opts, self.thread_events.clone(), store, snapshot, tids)?.replay(),
-            None => Session::launch(self.trace, opts, self.thread_events.clone(), store)?.replay(),
+            Some((snapshot, tids)) => Session::resumed(self.trace, opts, self.log.clone(), store, snapshot, tids)?.replay(),
+            None => Session::launch(self.trace, opts, self.log.clone(), store)?.replay(),
         }
     }
 }

@@ -32,6 +32,7 @@ use crate::exec_alias::ExecAlias;
 use crate::failure::Failure;
 use crate::fds::Fds;
 use crate::futex::{Queues, Wait};
+use crate::log_index::LogIndex;
 use crate::schedule::Schedule;
 use crate::sync_points::{Op, SyncPoints};
 use crate::sync_trace::{SyncRecord, SyncTrace};
@@ -332,8 +333,8 @@ enum Advance {
 pub(crate) struct Session<'a> {
     trace: &'a Trace,
     opts: ReplayOptions,
-    /// Each recorded thread's event indices, ascending.
-    thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+    /// Each recorded thread's events and the lock words.
+    log: Arc<LogIndex>,
     watchdog: Watchdog,
     /// Where checkpoints go (`None`: none are taken).
     checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
@@ -422,7 +423,7 @@ impl<'a> Session<'a> {
     pub(crate) fn launch(
         trace: &'a Trace,
         opts: &ReplayOptions,
-        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+        log: Arc<LogIndex>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
     ) -> Result<Self> {
         let meta = &trace.meta;
@@ -470,28 +471,31 @@ impl<'a> Session<'a> {
             mid_segment: false,
             stepping: None,
         };
-        Ok(Self::new(trace, opts, thread_events, checkpoints, state))
+        let mut session = Self::new(trace, opts, log, checkpoints, state);
+        session.arm_lock_watches()?;
+        Ok(session)
     }
 
     /// A session over the process `pid` in `state`.
     fn new(
         trace: &'a Trace,
         opts: &ReplayOptions,
-        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+        log: Arc<LogIndex>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
         state: State,
     ) -> Self {
+        let watchpoints = Watchpoints::for_locks(log.watched());
         Session {
             trace,
             opts: opts.clone(),
-            thread_events,
+            log,
             watchdog: Watchdog::start(opts.livelock_timeout),
             checkpoints,
             since_checkpoint: (Instant::now(), state.sync_count),
             resumed: false,
             cur: 0,
             pending: None,
-            watchpoints: Watchpoints::default(),
+            watchpoints,
             hunt: None,
             pending_breakpoints: Default::default(),
             interactive: false,

@@ -63,6 +63,10 @@ pub enum Op {
     Acquire(u64),
     /// After a release or signal of this object.
     Released(u64),
+    /// After a logged event, in a log with lock words (`log_index.rs`):
+    /// the log's next thread takes over by default, since running on
+    /// could take a lock before it.
+    Matched,
 }
 
 /// What a breakpoint hit means.

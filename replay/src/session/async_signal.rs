@@ -161,7 +161,7 @@ impl<'a> Session<'a> {
         self.state.last_delivery = Some(Delivery { rec: t.rec, pc: t.regs.rip, exact });
         t.last_event = Some(self.state.pos);
         t.steps = 0;
-        self.state.pos += 1;
+        self.next_event();
         Ok(Some(Step::Stay))
     }
 

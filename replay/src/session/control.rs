@@ -3,7 +3,7 @@
 //! skipping the syscall it is entering, and reaping the process at its end.
 //! Every tracee thread sits in a ptrace stop except the one resumed here.
 
-use super::traps::Trapped;
+use super::traps::{Trapped, WatchHit};
 use super::{Advance, At, Entry, Halt, ProcessEnd, Session, Step};
 use crate::checkpoint::AltStack;
 use crate::remote;
@@ -112,6 +112,11 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, NixSignal::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
                     Trapped::Halt(halt) => return Ok(Advance::Halt(halt)),
                     Trapped::Passed => {}
+                    Trapped::Lock(word) => {
+                        if self.lock_released(i, word)? {
+                            return Ok(Advance::Point);
+                        }
+                    }
                     Trapped::No if self.breakpoint(i)? => {
                         if matches!(self.state.threads[i].at, At::Sync(_)) {
                             return Ok(Advance::Point);
@@ -288,7 +293,12 @@ impl Session<'_> {
             WaitStatus::PtraceSyscall(_) if syscall => Ok(Over::AtEntry(status)),
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) if !syscall => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
-                Ok(Over::Ran(self.watch_trapped(tid)?))
+                // A lock word written in the step is no release point: the
+                // step is the scheduler's, not the program's choice.
+                Ok(Over::Ran(self.watch_trapped(tid)?.and_then(|hit| match hit {
+                    WatchHit::Debugger(slot) => Some(slot),
+                    WatchHit::Lock(_) => None,
+                })))
             }
             WaitStatus::Stopped(_, sig) if sig != NixSignal::SIGTRAP => self.signalled_over(i, pc, status),
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),

@@ -58,9 +58,26 @@ impl Session<'_> {
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label, expected: expected.to_string(), observed }));
         }
         self.state.threads[i].last_event = Some(self.state.pos);
-        self.state.pos += 1;
+        self.next_event();
         self.state.threads[i].steps = 0;
-        self.apply(i, observed, expected)
+        let step = self.apply(i, observed, expected)?;
+        // Lock words are taken without a call the log orders: a thread
+        // that ran on past its event could take one before the thread whose
+        // event comes next (log_index.rs). A synchronization point, so
+        // that exploration can let it run on instead.
+        if self.log.has_lock_words() && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
+            return self.sync_point(i, Some(crate::sync_points::Op::Matched));
+        }
+        Ok(step)
+    }
+
+    /// Moves to the log's next event that the replay matches, past soft
+    /// ones (log_index.rs).
+    pub(super) fn next_event(&mut self) {
+        self.state.pos += 1;
+        while self.trace.events.get(self.state.pos).is_some_and(|e| self.log.is_soft(e)) {
+            self.state.pos += 1;
+        }
     }
 
     pub(super) fn label_of(&self, observed: &Observed) -> u64 {
@@ -186,7 +203,14 @@ impl Session<'_> {
             // A synchronization marker, matched in the log's order (seed
             // 003 §3.2): the runtime learns the recorded outcome.
             (Observed::Syscall(_), EventKind::Sync(s)) => {
-                self.finish_syscall(i, s.result)?;
+                let reply = match s.op {
+                    // weft_runtime.c's syscall(): the wait is ordered by
+                    // the log, and returns with the recorded errno.
+                    SyncOp::FutexWaitStart => 0,
+                    SyncOp::FutexWait => -s.result,
+                    _ => s.result,
+                };
+                self.finish_syscall(i, reply)?;
                 Ok(Step::Stay)
             }
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
@@ -654,7 +678,7 @@ impl Session<'_> {
         self.state.by_rec.insert(rec_child, self.state.threads.len());
         let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
         self.state.threads.push(Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid));
-        if proc == 0 && self.watchpoints.iter().next().is_some() {
+        if proc == 0 && self.watchpoints.armed() {
             self.watchpoints.apply(child)?;
         }
         if self.thread_halts && proc == 0 {
@@ -669,7 +693,7 @@ impl Session<'_> {
     /// recorded (bad flags, a resource limit) made no PTRACE_EVENT, so no
     /// event: it has none.
     pub(super) fn spawn_due(&self, i: usize, e: &Entry) -> bool {
-        let Some(events) = self.thread_events.get(&self.state.threads[i].rec) else { return false };
+        let Some(events) = self.log.events_of(self.state.threads[i].rec) else { return false };
         let from = events.partition_point(|&k| k < self.state.pos);
         let next = events[from..].iter().map(|&k| &self.trace.events[k]).find(|ev| !matches!(&ev.kind, EventKind::Signal(s) if !s.synchronous));
         next.is_some_and(|ev| ev.label == e.label && matches!(ev.kind, EventKind::Spawn { .. }))
@@ -774,18 +798,28 @@ impl Session<'_> {
             return self.logged_futex_wait(i, e);
         }
         let mem = self.state.procs[self.state.threads[i].proc].mem.clone();
-        let args = self.futex_args(i, &e.args);
+        let mut args = self.futex_args(i, &e.args);
+        if self.log.is_lock_word(e.args[0]) && !futex::is_wait(e.args[1]) {
+            // Which waiter a lock word's wake released is not in the log:
+            // all go, and the scheduler hands the lock to the log's next
+            // thread (a woken waiter that loses waits again; the count a
+            // wake returns is not a lock's business).
+            args[2] = i32::MAX as u64;
+        }
         match self.state.futexes.call(i, self.state.threads[i].rec as u32, &args, &mut MemWords(&mem)) {
             futex::Action::Block(wait) => {
                 self.state.threads[i].at = At::Blocked(wait);
                 Ok(Step::Switch(None))
             }
             futex::Action::Return(result, woken) => {
+                // A wake that released a lock word's waiters hands the lock
+                // over as its release did (log_index.rs).
+                let handover = !woken.is_empty() && self.log.is_lock_word(e.args[0]);
                 for w in woken {
                     self.release(w);
                 }
                 self.finish_syscall(i, result)?;
-                self.sync_point(i, None)
+                self.sync_point(i, handover.then_some(crate::sync_points::Op::Released(e.args[0])))
             }
             futex::Action::Unsupported(op) => {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")

@@ -225,6 +225,13 @@ impl Session<'_> {
                 }
                 step => Ok(step),
             },
+            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.log.is_soft_marker(e.args[0] as i64, e.args[1]) => {
+                // A futex call on a lock word: not an event, and a wait
+                // really waits (log_index.rs, weft_runtime.c's syscall()).
+                let start = e.args[0] as i64 == weft_record::event::SyncOp::FutexWaitStart as i64;
+                self.finish_syscall(i, i64::from(start))?;
+                Ok(Step::Stay)
+            }
             At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
             At::Fault(sig) if self.held_back(i, sig) => {
@@ -312,7 +319,13 @@ impl Session<'_> {
         self.checkpoint(i, op)?;
         self.state.sync_count += 1;
         let granted = self.grant_holds(i, op);
+        let handover = matches!(op, Some(Op::Matched)) || matches!(op, Some(Op::Released(word)) if self.log.is_lock_word(word));
         let default = match self.next_owner() {
+            // With the order logged, a thread runs on to its next event,
+            // but after a lock word's release, or an event, it hands over
+            // to the log's next thread: the lock's next critical section
+            // is likely that thread's.
+            Some(j) if handover && !granted && j != i && self.runnable(j) => j,
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
             Some(j) if self.runnable(j) => j,
@@ -327,6 +340,9 @@ impl Session<'_> {
             Some(j) if self.runnable(j) => {
                 let until = match op {
                     Some(Op::Acquire(lock)) => Until::Released(lock),
+                    // Lock words are taken unseen: the grant is one run to
+                    // the thread's next point.
+                    _ if handover => Until::Acquired,
                     _ => Until::Acquire,
                 };
                 self.state.granted = Some(Grant { thread: j, until });
@@ -444,7 +460,7 @@ impl Session<'_> {
 
     /// Index of thread `rec`'s next event at or after the current one.
     pub(super) fn next_event_of(&self, rec: Tid) -> usize {
-        let Some(list) = self.thread_events.get(&rec) else { return usize::MAX };
+        let Some(list) = self.log.events_of(rec) else { return usize::MAX };
         let k = list.partition_point(|&e| e < self.state.pos);
         list.get(k).copied().unwrap_or(usize::MAX)
     }

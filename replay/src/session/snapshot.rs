@@ -12,10 +12,9 @@ use crate::sync_points::Op;
 use crate::ReplayOptions;
 use anyhow::Result;
 use nix::unistd::Pid;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-use weft_record::{Tid, Trace};
+use weft_record::Trace;
 
 /// A replay frozen with a checkpoint's [`Template`]: its state, every
 /// thread's image, the thread the scheduler runs, and the synchronization
@@ -50,7 +49,7 @@ impl<'a> Session<'a> {
     pub(crate) fn resumed(
         trace: &'a Trace,
         opts: &ReplayOptions,
-        thread_events: Arc<HashMap<Tid, Vec<usize>>>,
+        log: Arc<crate::log_index::LogIndex>,
         checkpoints: Option<&'a mut Checkpoints<Snapshot>>,
         s: Snapshot,
         tids: Vec<Option<Pid>>,
@@ -69,10 +68,11 @@ impl<'a> Session<'a> {
         let p = &mut state.procs[state.threads[s.cur].proc];
         p.pid = pid;
         p.mem = Arc::new(weft_record::tracee::Memory::open(pid)?);
-        let mut session = Self::new(trace, opts, thread_events, checkpoints, state);
+        let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;
         session.pending = s.pending;
+        session.arm_lock_watches()?;
         Ok(session)
     }
 

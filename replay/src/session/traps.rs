@@ -11,6 +11,10 @@
 //! PTRACE_POKEUSER at `offsetof(struct user, u_debugreg)`; they are per
 //! thread and not inherited by clone or fork, so a new thread and every
 //! thread of a resumed checkpoint get them again.
+//!
+//! The registers the debugger leaves free, but one (the exact-signal
+//! search's), watch the log's lock words for writes (`log_index.rs`): a
+//! write that leaves a word 0 is a release, a synchronization point.
 
 use super::{Halt, Session};
 use crate::debug::{WatchKind, Watchpoint};
@@ -25,10 +29,22 @@ pub(super) const DR6_HITS: u64 = 0xf;
 /// DR6's single-step bit.
 pub(super) const DR6_STEP: u64 = 1 << 14;
 
-/// The debug registers weft programs: up to four watchpoints.
+/// The debug registers weft programs: up to four watchpoints, the
+/// debugger's, and the lock words watched in the registers left.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Watchpoints {
     slots: [Option<Watchpoint>; 4],
+    /// Lock words (4 bytes each) to watch for writes, most contended first.
+    locks: Vec<u64>,
+}
+
+/// Which watched address a thread wrote or read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WatchHit {
+    /// The debugger's watchpoint in this debug register.
+    Debugger(usize),
+    /// A lock word, written.
+    Lock(u64),
 }
 
 impl Watchpoints {
@@ -64,6 +80,29 @@ impl Watchpoints {
         self.slots.iter().flatten().copied()
     }
 
+    /// No watchpoint of the debugger's, and `words`, lock words, watched.
+    pub(crate) fn for_locks(words: &[u64]) -> Self {
+        Watchpoints { slots: [None; 4], locks: words.to_vec() }
+    }
+
+    /// These watchpoints, with the lock words of `other`.
+    pub(crate) fn with_locks_of(&self, other: &Watchpoints) -> Watchpoints {
+        Watchpoints { slots: self.slots, locks: other.locks.clone() }
+    }
+
+    /// Whether any debug register is programmed.
+    pub(crate) fn armed(&self) -> bool {
+        self.iter().next().is_some() || !self.locks.is_empty()
+    }
+
+    /// The registers the lock words take, with their words: those the
+    /// debugger leaves free, but the first ([`Watchpoints::free_slot`],
+    /// the exact-signal search's).
+    fn lock_slots(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let free = (0..4).filter(|&n| self.slots[n].is_none()).skip(1);
+        free.zip(self.locks.iter().copied())
+    }
+
     /// DR7 for these watchpoints.
     fn dr7(&self) -> u64 {
         let mut dr7 = 0;
@@ -80,6 +119,10 @@ impl Watchpoints {
                 _ => 0b11,
             };
             dr7 |= 1 << (2 * n) | rw << (16 + 4 * n) | len << (18 + 4 * n);
+        }
+        for (n, _) in self.lock_slots() {
+            // Writes of 4 bytes.
+            dr7 |= 1 << (2 * n) | 0b01 << (16 + 4 * n) | 0b11 << (18 + 4 * n);
         }
         dr7
     }
@@ -105,10 +148,13 @@ impl Watchpoints {
     fn program(&self, tid: Pid, exec: Option<(usize, u64)>) -> Result<()> {
         // DR7 off first: the kernel checks each enabled address as it is set.
         poke(tid, 7, 0)?;
+        let locks: Vec<(usize, u64)> = self.lock_slots().collect();
         for (n, w) in self.slots.iter().enumerate() {
-            let addr = match (w, exec) {
-                (Some(w), _) => w.addr,
-                (None, Some((slot, addr))) if slot == n => addr,
+            let lock = locks.iter().find(|&&(slot, _)| slot == n).map(|&(_, word)| word);
+            let addr = match (w, exec, lock) {
+                (Some(w), _, _) => w.addr,
+                (None, Some((slot, addr)), _) if slot == n => addr,
+                (None, _, Some(word)) => word,
                 _ => 0,
             };
             poke(tid, n, addr)?;
@@ -235,7 +281,7 @@ impl Session<'_> {
 
     /// Sets the watchpoints of every live thread to `w`. Errors: ptrace.
     pub(crate) fn set_watchpoints(&mut self, w: &Watchpoints) -> Result<()> {
-        self.watchpoints = w.clone();
+        self.watchpoints = w.with_locks_of(&self.watchpoints);
         // A signal search's breakpoint is armed again in a register left free.
         self.hunt = None;
         for t in self.state.threads.iter().filter(|t| t.at != super::At::Exited) {
@@ -255,6 +301,8 @@ impl Session<'_> {
 pub(super) enum Trapped {
     /// Not the debugger's: a synchronization point's int3, or a real trap.
     No,
+    /// A write to this lock word.
+    Lock(u64),
     /// The debugger's, not reported (the run passes traps silently).
     Passed,
     /// The debugger's: stop.
@@ -272,13 +320,17 @@ impl Session<'_> {
     pub(super) fn debugger_trap(&mut self, i: usize, report: bool, stepped_from: Option<u64>) -> Result<Trapped> {
         // Exploration's hot path (every pthread int3) sets none.
         let sync = &self.state.procs[self.state.threads[i].proc].sync;
-        if self.watchpoints.iter().next().is_none() && sync.user().next().is_none() {
+        if !self.watchpoints.armed() && sync.user().next().is_none() {
             return Ok(Trapped::No);
         }
         let tid = self.state.threads[i].tid;
-        if let Some(slot) = self.watch_trapped(tid)? {
-            self.state.threads[i].regs = nix::sys::ptrace::getregs(tid)?;
-            return Ok(if report { Trapped::Halt(Halt::Watch(slot)) } else { Trapped::Passed });
+        match self.watch_trapped(tid)? {
+            Some(WatchHit::Debugger(slot)) => {
+                self.state.threads[i].regs = nix::sys::ptrace::getregs(tid)?;
+                return Ok(if report { Trapped::Halt(Halt::Watch(slot)) } else { Trapped::Passed });
+            }
+            Some(WatchHit::Lock(word)) => return Ok(Trapped::Lock(word)),
+            None => {}
         }
         let mut regs = nix::sys::ptrace::getregs(tid)?;
         let addr = regs.rip.wrapping_sub(1);
@@ -300,14 +352,44 @@ impl Session<'_> {
         Ok(if report { Trapped::Halt(Halt::Breakpoint) } else { Trapped::Passed })
     }
 
-    /// The debug register whose watchpoint thread `tid` just accessed
-    /// (read from DR6, which is cleared). When the machine lost what DR6
-    /// said ([`cause_lost`]), the first watchpoint's: a debug exception
-    /// with watchpoints set is theirs, and gdb compares the values itself.
-    pub(super) fn watch_trapped(&self, tid: Pid) -> Result<Option<usize>> {
-        let Some(first) = (0..4).find(|&n| self.watchpoints.get(n).is_some()) else { return Ok(None) };
+    /// Thread `i` wrote lock word `word` (a watchpoint trapped after the
+    /// write): true when that left it 0, a release, which makes the thread
+    /// stop at a synchronization point (`Op::Released`). Errors: ptrace.
+    pub(super) fn lock_released(&mut self, i: usize, word: u64) -> Result<bool> {
+        let value = self.mem(i).read(word, 4)?;
+        if value != [0; 4] {
+            return Ok(false);
+        }
+        let t = &mut self.state.threads[i];
+        t.regs = nix::sys::ptrace::getregs(t.tid)?;
+        t.at = super::At::Sync(crate::sync_points::Op::Released(word));
+        Ok(true)
+    }
+
+    /// Programs the lock words' watchpoints into every live thread of the
+    /// first process (a launch, a resumed checkpoint). Errors: ptrace.
+    pub(super) fn arm_lock_watches(&mut self) -> Result<()> {
+        if !self.watchpoints.armed() {
+            return Ok(());
+        }
+        for t in self.state.threads.iter().filter(|t| t.proc == 0 && t.at != super::At::Exited) {
+            self.watchpoints.apply(t.tid)?;
+        }
+        Ok(())
+    }
+
+    /// The watched address thread `tid` just accessed (read from DR6,
+    /// which is cleared). When the machine lost what DR6 said
+    /// ([`cause_lost`]), the first debugger watchpoint's, else the first
+    /// lock word's: a debug exception with watchpoints set is theirs, gdb
+    /// compares the values itself, and a lock word's value is read.
+    pub(super) fn watch_trapped(&self, tid: Pid) -> Result<Option<WatchHit>> {
+        let w = &self.watchpoints;
+        let lock = |slot: usize| w.lock_slots().find(|&(n, _)| n == slot).map(|(_, word)| WatchHit::Lock(word));
+        let first = (0..4).find(|&n| w.get(n).is_some()).map(WatchHit::Debugger).or_else(|| w.lock_slots().next().and_then(|(n, _)| lock(n)));
+        let Some(first) = first else { return Ok(None) };
         if let Some(slot) = trapped_slot(take_dr6(tid)?) {
-            return Ok(Some(slot));
+            return Ok(if w.get(slot).is_some() { Some(WatchHit::Debugger(slot)) } else { lock(slot) });
         }
         Ok(cause_lost(tid)?.then_some(first))
     }

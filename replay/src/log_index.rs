@@ -1,0 +1,132 @@
+//! What a replay derives from the log once per trace: each thread's
+//! events, and the lock words of runtimes that lock without libc.
+//!
+//! A lock word is a futex word whose every logged wait expected the value
+//! 2, the "locked, with waiters" state of the mutex in Drepper's "Futexes
+//! Are Tricky" that Rust's std `Mutex` implements. Taking or releasing
+//! such a lock uncontended is one atomic instruction no library can
+//! interpose, so whether a thread found the word taken, and so whether it
+//! made a futex call at all, depends on timing a one-core replay does not
+//! reproduce. The futex calls on a lock word are therefore *soft* events:
+//! the replay neither expects nor checks them (the calls themselves are
+//! emulated, `futex.rs`). What orders the critical sections instead is a
+//! write watchpoint on the word (`session/traps.rs`): each release is a
+//! synchronization point where the log's next thread takes over (seed
+//! 000 Fig. 8's preemption test after a release). The futex calls on every
+//! other word (a condition variable's counter) stay events.
+
+use std::collections::{HashMap, HashSet};
+use weft_record::event::{EventKind, Sync, SyncOp};
+use weft_record::{Event, Tid, Trace};
+
+/// The value a waiter on a lock word expects: locked, with waiters.
+const CONTENDED: i64 = 2;
+/// Lock words watched at most: x86 has four debug registers, one stays
+/// free for the exact-signal search and one for the debugger.
+pub(crate) const MAX_WATCHED: usize = 2;
+
+/// The per-trace index of the log.
+#[derive(Debug, Default)]
+pub(crate) struct LogIndex {
+    /// Each recorded thread's event indices, ascending, soft events left
+    /// out.
+    thread_events: HashMap<Tid, Vec<usize>>,
+    lock_words: HashSet<u64>,
+    /// The lock words with the most soft events, most first, at most
+    /// [`MAX_WATCHED`].
+    watched: Vec<u64>,
+}
+
+impl LogIndex {
+    /// Indexes `trace`'s events.
+    pub(crate) fn new(trace: &Trace) -> Self {
+        let lock_words = lock_words(&trace.events);
+        let mut index = Self { lock_words, ..Self::default() };
+        let mut counts: HashMap<u64, usize> = HashMap::new();
+        for (i, e) in trace.events.iter().enumerate() {
+            match index.soft_word(e) {
+                Some(word) => *counts.entry(word).or_default() += 1,
+                None => index.thread_events.entry(e.tid).or_default().push(i),
+            }
+        }
+        let mut by_count: Vec<(u64, usize)> = counts.into_iter().collect();
+        by_count.sort_by_key(|&(word, n)| (std::cmp::Reverse(n), word));
+        index.watched = by_count.into_iter().take(MAX_WATCHED).map(|(word, _)| word).collect();
+        index
+    }
+
+    /// Thread `rec`'s events that the replay matches, ascending.
+    pub(crate) fn events_of(&self, rec: Tid) -> Option<&[usize]> {
+        self.thread_events.get(&rec).map(Vec::as_slice)
+    }
+
+    /// Whether `e` is a soft event: a futex call on a lock word.
+    pub(crate) fn is_soft(&self, e: &Event) -> bool {
+        self.soft_word(e).is_some()
+    }
+
+    /// Whether the replay's synchronization marker `op` on `var` (the
+    /// runtime's, weft_runtime.h) is a soft one, not to be matched.
+    pub(crate) fn is_soft_marker(&self, op: i64, var: u64) -> bool {
+        matches!(SyncOp::from_code(op), Some(SyncOp::FutexWaitStart | SyncOp::FutexWait | SyncOp::FutexWake)) && self.lock_words.contains(&var)
+    }
+
+    /// Whether the log has lock words.
+    pub(crate) fn has_lock_words(&self) -> bool {
+        !self.lock_words.is_empty()
+    }
+
+    /// Whether `addr` is a lock word.
+    pub(crate) fn is_lock_word(&self, addr: u64) -> bool {
+        self.lock_words.contains(&addr)
+    }
+
+    /// The lock words to watch, most contended first.
+    pub(crate) fn watched(&self) -> &[u64] {
+        &self.watched
+    }
+
+    fn soft_word(&self, e: &Event) -> Option<u64> {
+        match &e.kind {
+            EventKind::Sync(Sync { op: SyncOp::FutexWaitStart | SyncOp::FutexWait | SyncOp::FutexWake, var, .. }) if self.lock_words.contains(var) => {
+                Some(*var)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The futex words every logged wait on which expected [`CONTENDED`]
+/// (a FutexWaitStart's result is the value it expects).
+fn lock_words(events: &[Event]) -> HashSet<u64> {
+    let mut verdict: HashMap<u64, bool> = HashMap::new();
+    for e in events {
+        if let EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result }) = &e.kind {
+            *verdict.entry(*var).or_insert(true) &= *result == CONTENDED;
+        }
+    }
+    verdict.into_iter().filter(|&(_, lock)| lock).map(|(word, _)| word).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync(tid: Tid, op: SyncOp, var: u64, result: i64) -> Event {
+        Event { tid, label: 0, kind: EventKind::Sync(Sync { op, var, result }) }
+    }
+
+    #[test]
+    fn a_word_waited_on_only_for_two_is_a_lock_word() {
+        let events = vec![
+            sync(1, SyncOp::FutexWake, 0x10, 0),
+            sync(2, SyncOp::FutexWaitStart, 0x10, 2),
+            sync(2, SyncOp::FutexWaitStart, 0x20, 2),
+            sync(1, SyncOp::FutexWaitStart, 0x20, 7),
+            sync(1, SyncOp::FutexWake, 0x20, 0),
+        ];
+        let words = lock_words(&events);
+        assert!(words.contains(&0x10));
+        assert!(!words.contains(&0x20), "a condition variable's counter that once was 2");
+    }
+}
