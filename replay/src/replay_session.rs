@@ -65,6 +65,7 @@ impl<'a> ReplaySession<'a> {
             ..Default::default()
         };
         let log = Arc::new(LogIndex::new(trace));
+        let watchpoints = Watchpoints::for_locks(log.watched());
         let mut live = Session::launch(trace, &opts, log.clone(), None)?;
         live.set_interactive();
         Ok(Self {
@@ -77,7 +78,7 @@ impl<'a> ReplaySession<'a> {
             live,
             mark: Mark::segment_start(0, trace.meta.pid, 0),
             breakpoints: BTreeSet::new(),
-            watchpoints: Watchpoints::default(),
+            watchpoints,
             traps: Arc::default(),
             values: HashMap::new(),
             end: None,
@@ -444,7 +445,7 @@ impl<'a> ReplaySession<'a> {
     /// Runs `f` with the live process's traps set to `set`, then puts the
     /// user's back.
     pub(crate) fn with_traps<T>(&mut self, set: &TrapSet, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        let mut w = Watchpoints::default();
+        let mut w = self.watchpoints.cleared();
         for &watch in &set.watchpoints {
             w.add(watch)?;
         }

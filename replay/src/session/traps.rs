@@ -12,9 +12,10 @@
 //! thread and not inherited by clone or fork, so a new thread and every
 //! thread of a resumed checkpoint get them again.
 //!
-//! The registers the debugger leaves free, but one (the exact-signal
-//! search's), watch the log's lock words for writes (`log_index.rs`): a
-//! write that leaves a word 0 is a release, a synchronization point.
+//! In a log with lock words (`log_index.rs`), the last registers watch
+//! them for writes, in every replay of the trace alike (the schedule's
+//! synchronization counts depend on it): a write that leaves a word 0 is
+//! a release, a synchronization point. The debugger then has the others.
 
 use super::{Halt, Session};
 use crate::debug::{WatchKind, Watchpoint};
@@ -57,8 +58,9 @@ impl Watchpoints {
         if self.slots.contains(&Some(w)) {
             return Ok(());
         }
-        let Some(free) = self.slots.iter_mut().find(|s| s.is_none()) else {
-            bail!("all 4 hardware watchpoints (x86 debug registers) are in use");
+        let ours = self.debugger_slots();
+        let Some(free) = self.slots[..ours].iter_mut().find(|s| s.is_none()) else {
+            bail!("all {ours} hardware watchpoints (x86 debug registers the replay leaves to the debugger) are in use");
         };
         *free = Some(w);
         Ok(())
@@ -85,9 +87,15 @@ impl Watchpoints {
         Watchpoints { slots: [None; 4], locks: words.to_vec() }
     }
 
-    /// These watchpoints, with the lock words of `other`.
-    pub(crate) fn with_locks_of(&self, other: &Watchpoints) -> Watchpoints {
-        Watchpoints { slots: self.slots, locks: other.locks.clone() }
+    /// No watchpoint of the debugger's, the same lock words.
+    pub(crate) fn cleared(&self) -> Watchpoints {
+        Watchpoints::for_locks(&self.locks)
+    }
+
+    /// How many debug registers the debugger has: those the lock words
+    /// leave.
+    fn debugger_slots(&self) -> usize {
+        4 - self.locks.len()
     }
 
     /// Whether any debug register is programmed.
@@ -95,12 +103,9 @@ impl Watchpoints {
         self.iter().next().is_some() || !self.locks.is_empty()
     }
 
-    /// The registers the lock words take, with their words: those the
-    /// debugger leaves free, but the first ([`Watchpoints::free_slot`],
-    /// the exact-signal search's).
+    /// The registers the lock words take, the last ones, with their words.
     fn lock_slots(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        let free = (0..4).filter(|&n| self.slots[n].is_none()).skip(1);
-        free.zip(self.locks.iter().copied())
+        (self.debugger_slots()..4).zip(self.locks.iter().copied())
     }
 
     /// DR7 for these watchpoints.
@@ -129,7 +134,7 @@ impl Watchpoints {
 
     /// A debug register no watchpoint uses.
     pub(super) fn free_slot(&self) -> Option<usize> {
-        self.slots.iter().position(Option::is_none)
+        self.slots[..self.debugger_slots()].iter().position(Option::is_none)
     }
 
     /// Programs thread `tid`'s debug registers. Errors: ptrace refused.
@@ -281,7 +286,7 @@ impl Session<'_> {
 
     /// Sets the watchpoints of every live thread to `w`. Errors: ptrace.
     pub(crate) fn set_watchpoints(&mut self, w: &Watchpoints) -> Result<()> {
-        self.watchpoints = w.with_locks_of(&self.watchpoints);
+        self.watchpoints = w.clone();
         // A signal search's breakpoint is armed again in a register left free.
         self.hunt = None;
         for t in self.state.threads.iter().filter(|t| t.at != super::At::Exited) {
