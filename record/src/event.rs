@@ -433,6 +433,7 @@ impl std::fmt::Display for Event {
             }
             EventKind::Rdtsc { tsc, aux: Some(a), .. } => write!(f, "rdtscp = {tsc} aux {a}"),
             EventKind::Rdtsc { tsc, aux: None, .. } => write!(f, "rdtsc = {tsc}"),
+            EventKind::Sync(s) if s.op == SyncOp::FutexWaitStart => write!(f, "sync {:?} {:#x} expects {}", s.op, s.var, s.result),
             EventKind::Sync(s) => write!(f, "sync {:?} {:#x} = {}", s.op, s.var, s.result),
             EventKind::End(end) => write!(f, "end: {end}"),
         }
