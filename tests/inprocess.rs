@@ -188,9 +188,10 @@ fn cpp_condition_variable_replays_at_the_first_attempt() {
 /// orders the condition variables' futex calls but not who took the
 /// mutex. The replay treats the mutex word's futex calls as soft, hands
 /// the lock over at each release (a write watchpoint on the word) and
-/// after each event, and explores where that guess is wrong
-/// (replay/src/log_index.rs). Measured on 7 recordings: all valid, 4 in
-/// log order, the others after 76, 201 and 358 replays. Three recordings
+/// after each event (unless the thread is about to start a wait the log
+/// places right after the next event), and explores where that guess is
+/// wrong (replay/src/log_index.rs). Measured on 13 recordings: all valid,
+/// 5 in log order, the others after 10 to 1171 replays. Three recordings
 /// here, each must replay valid with the recorded split of the items.
 #[test]
 fn rust_mutex_and_condvar_replay() {

@@ -325,7 +325,7 @@ impl Session<'_> {
             // but after a lock word's release, or an event, it hands over
             // to the log's next thread: the lock's next critical section
             // is likely that thread's.
-            Some(j) if handover && !granted && j != i && self.runnable(j) => j,
+            Some(j) if handover && !granted && j != i && self.runnable(j) && !self.about_to_wait(i) => j,
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
             Some(j) if self.runnable(j) => j,
@@ -351,6 +351,26 @@ impl Session<'_> {
             _ if default == i => Step::Stay,
             _ => Step::Switch(Some(default)),
         })
+    }
+
+    /// Whether thread `i` runs on rather than hand over: its next event is
+    /// the start of a futex wait, right after the log's next event, for
+    /// the value the word (not a lock word) holds now. In the recording
+    /// it read that value (a condition variable's counter, under the
+    /// mutex) before the next event changed it; handing over first would
+    /// let it see the change and not wait.
+    pub(super) fn about_to_wait(&self, i: usize) -> bool {
+        use weft_record::event::{Sync, SyncOp};
+        let k = self.next_event_of(self.state.threads[i].rec);
+        let Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) = self.trace.events.get(k).map(|e| &e.kind) else {
+            return false;
+        };
+        let between = self.trace.events.get(self.state.pos..k).unwrap_or_default();
+        if self.log.is_lock_word(*var) || between.iter().filter(|e| !self.log.is_soft(e)).nth(1).is_some() {
+            return false;
+        }
+        let now = self.mem(i).read(*var, 4).ok().and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+        now == Some(*result as u32)
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on
