@@ -185,6 +185,14 @@ impl Memory {
         Ok(buf)
     }
 
+    /// Reads the little-endian u32 at `addr` (no allocation: replays read
+    /// futex and lock words at every trap on them). Errors if unmapped.
+    pub fn read_u32(&self, addr: u64) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.file.read_exact_at(&mut b, addr).with_context(|| format!("read 4 bytes of tracee memory at {addr:#x}"))?;
+        Ok(u32::from_le_bytes(b))
+    }
+
     /// Reads the little-endian u64 at `addr`.
     pub fn read_u64(&self, addr: u64) -> Result<u64> {
         let b = self.read(addr, 8)?;

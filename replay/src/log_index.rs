@@ -21,8 +21,9 @@ use weft_record::{Event, Tid, Trace};
 
 /// The value a waiter on a lock word expects: locked, with waiters.
 const CONTENDED: i64 = 2;
-/// Lock words watched at most: x86 has four debug registers, one stays
-/// free for the exact-signal search and one for the debugger.
+/// Lock words watched at most: x86 has four debug registers, and the
+/// other two stay for the debugger's watchpoints and the exact-signal
+/// search.
 pub(crate) const MAX_WATCHED: usize = 2;
 
 /// The per-trace index of the log.
@@ -68,7 +69,7 @@ impl LogIndex {
     /// Whether the replay's synchronization marker `op` on `var` (the
     /// runtime's, weft_runtime.h) is a soft one, not to be matched.
     pub(crate) fn is_soft_marker(&self, op: i64, var: u64) -> bool {
-        matches!(SyncOp::from_code(op), Some(SyncOp::FutexWaitStart | SyncOp::FutexWait | SyncOp::FutexWake)) && self.lock_words.contains(&var)
+        SyncOp::from_code(op).is_some_and(is_futex_call) && self.lock_words.contains(&var)
     }
 
     /// Whether the log has lock words.
@@ -88,12 +89,15 @@ impl LogIndex {
 
     fn soft_word(&self, e: &Event) -> Option<u64> {
         match &e.kind {
-            EventKind::Sync(Sync { op: SyncOp::FutexWaitStart | SyncOp::FutexWait | SyncOp::FutexWake, var, .. }) if self.lock_words.contains(var) => {
-                Some(*var)
-            }
+            EventKind::Sync(Sync { op, var, .. }) if is_futex_call(*op) && self.lock_words.contains(var) => Some(*var),
             _ => None,
         }
     }
+}
+
+/// Whether `op` is one of the runtime's futex calls through syscall(3).
+fn is_futex_call(op: SyncOp) -> bool {
+    matches!(op, SyncOp::FutexWaitStart | SyncOp::FutexWait | SyncOp::FutexWake)
 }
 
 /// The futex words every logged wait on which expected [`CONTENDED`]

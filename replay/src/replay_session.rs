@@ -65,8 +65,9 @@ impl<'a> ReplaySession<'a> {
             ..Default::default()
         };
         let log = Arc::new(LogIndex::new(trace));
-        let watchpoints = Watchpoints::for_locks(log.watched());
         let mut live = Session::launch(trace, &opts, log.clone(), None)?;
+        // The lock words the live session watches, no watchpoint yet.
+        let watchpoints = live.watchpoints().clone();
         live.set_interactive();
         Ok(Self {
             exe: crate::session::executable(trace)?,

@@ -295,10 +295,7 @@ impl Session<'_> {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
                 // A lock word written in the step is no release point: the
                 // step is the scheduler's, not the program's choice.
-                Ok(Over::Ran(self.watch_trapped(tid)?.and_then(|hit| match hit {
-                    WatchHit::Debugger(slot) => Some(slot),
-                    WatchHit::Lock(_) => None,
-                })))
+                Ok(Over::Ran(self.watch_trapped(tid)?.and_then(WatchHit::debugger_slot)))
             }
             WaitStatus::Stopped(_, sig) if sig != NixSignal::SIGTRAP => self.signalled_over(i, pc, status),
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),

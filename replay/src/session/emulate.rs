@@ -7,6 +7,7 @@ use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thre
 use crate::failure::Failure;
 use crate::fds::Stream;
 use crate::futex;
+use crate::sync_points::Op;
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
@@ -66,7 +67,7 @@ impl Session<'_> {
         // event comes next (log_index.rs). A synchronization point, so
         // that exploration can let it run on instead.
         if self.log.has_lock_words() && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
-            return self.sync_point(i, Some(crate::sync_points::Op::Matched));
+            return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
     }
@@ -819,7 +820,7 @@ impl Session<'_> {
                     self.release(w);
                 }
                 self.finish_syscall(i, result)?;
-                self.sync_point(i, handover.then_some(crate::sync_points::Op::Released(e.args[0])))
+                self.sync_point(i, handover.then_some(Op::Released(e.args[0])))
             }
             futex::Action::Unsupported(op) => {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")
@@ -898,8 +899,7 @@ struct MemWords<'a>(&'a Memory);
 
 impl futex::Words for MemWords<'_> {
     fn read_u32(&mut self, key: u64) -> Option<u32> {
-        let b = self.0.read(futex_address(key), 4).ok()?;
-        Some(u32::from_le_bytes(b.try_into().ok()?))
+        self.0.read_u32(futex_address(key)).ok()
     }
     fn write_u32(&mut self, key: u64, value: u32) -> Option<()> {
         self.0.write(futex_address(key), &value.to_le_bytes()).ok()

@@ -369,8 +369,7 @@ impl Session<'_> {
         if self.log.is_lock_word(*var) || between.iter().filter(|e| !self.log.is_soft(e)).nth(1).is_some() {
             return false;
         }
-        let now = self.mem(i).read(*var, 4).ok().and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
-        now == Some(*result as u32)
+        self.mem(i).read_u32(*var).ok() == Some(*result as u32)
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on

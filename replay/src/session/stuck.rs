@@ -79,7 +79,7 @@ impl Session<'_> {
         if let Some(j) = self.state.threads.iter().find(|j| j.proc == t.proc && j.clear_child_tid == addr && j.at != At::Exited) {
             return format!("thread {} waits for thread {} to exit ({addr:#x})", t.rec, j.rec);
         }
-        let word = mem.read(addr, 4).ok().and_then(|b| Some(u32::from_le_bytes(b.try_into().ok()?)));
+        let word = mem.read_u32(addr).ok();
         let owner = match pi {
             true => word.map(|w| (w & FUTEX_TID_MASK) as Tid),
             false => word.filter(|&w| w != 0).and_then(|_| self.mutex_owner(mem, addr)),
@@ -106,8 +106,7 @@ impl Session<'_> {
     /// The recorded tid in the `__owner` field of a pthread mutex whose
     /// lock word is at `addr`, if it names a thread of the process.
     fn mutex_owner(&self, mem: &weft_record::tracee::Memory, addr: u64) -> Option<Tid> {
-        let b = mem.read(addr + MUTEX_OWNER_OFFSET, 4).ok()?;
-        let owner = i32::from_le_bytes(b.try_into().ok()?);
+        let owner = mem.read_u32(addr + MUTEX_OWNER_OFFSET).ok()? as i32;
         self.state.by_rec.contains_key(&owner).then_some(owner)
     }
 

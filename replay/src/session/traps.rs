@@ -48,6 +48,16 @@ pub(super) enum WatchHit {
     Lock(u64),
 }
 
+impl WatchHit {
+    /// The debugger's register, when the hit is the debugger's.
+    pub(super) fn debugger_slot(self) -> Option<usize> {
+        match self {
+            WatchHit::Debugger(slot) => Some(slot),
+            WatchHit::Lock(_) => None,
+        }
+    }
+}
+
 impl Watchpoints {
     /// Adds `w`. Errors: no free debug register, a length other than 1,
     /// 2, 4 or 8, or an address not aligned to its length.
@@ -361,8 +371,7 @@ impl Session<'_> {
     /// write): true when that left it 0, a release, which makes the thread
     /// stop at a synchronization point (`Op::Released`). Errors: ptrace.
     pub(super) fn lock_released(&mut self, i: usize, word: u64) -> Result<bool> {
-        let value = self.mem(i).read(word, 4)?;
-        if value != [0; 4] {
+        if self.mem(i).read_u32(word)? != 0 {
             return Ok(false);
         }
         let t = &mut self.state.threads[i];
