@@ -324,8 +324,8 @@ impl Session<'_> {
             // With the order logged, a thread runs on to its next event,
             // but after a lock word's release, or an event, it hands over
             // to the log's next thread: the lock's next critical section
-            // is likely that thread's.
-            Some(j) if handover && !granted && j != i && self.runnable(j) && !self.about_to_wait(i) => j,
+            // is likely that thread's, unless a waiter must read first.
+            Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).unwrap_or(j),
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
             Some(j) if self.runnable(j) => j,
@@ -353,23 +353,34 @@ impl Session<'_> {
         })
     }
 
-    /// Whether thread `i` runs on rather than hand over: its next event is
-    /// the start of a futex wait, right after the log's next event, for
-    /// the value the word (not a lock word) holds now. In the recording
-    /// it read that value (a condition variable's counter, under the
-    /// mutex) before the next event changed it; handing over first would
-    /// let it see the change and not wait.
-    pub(super) fn about_to_wait(&self, i: usize) -> bool {
+    /// The thread that must read a futex word before thread `j`, the log's
+    /// next thread, changes it, if any. `j`'s next event wakes the word
+    /// (a condition variable's notify, which increments the word first);
+    /// another thread that can run (`i` included) has as its next event
+    /// a wait on that word for the value it holds now. In the recording
+    /// that thread read the value under the mutex before the notify and
+    /// only started its wait later (the wait's place in the log is its
+    /// call, not its read). Within a stretch where the word holds one
+    /// value, the notifiers have not run, so the state the waiter checks
+    /// (an empty queue) is likeliest at the stretch's end: here, the last
+    /// point before the change.
+    fn reader_before(&self, i: usize, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
-        let k = self.next_event_of(self.state.threads[i].rec);
-        let Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) = self.trace.events.get(k).map(|e| &e.kind) else {
-            return false;
+        let word = match self.trace.events.get(self.state.pos).map(|e| &e.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var) => *var,
+            _ => return None,
         };
-        let between = self.trace.events.get(self.state.pos..k).unwrap_or_default();
-        if self.log.is_lock_word(*var) || between.iter().filter(|e| !self.log.is_soft(e)).nth(1).is_some() {
-            return false;
-        }
-        self.mem(i).read_u32(*var).ok() == Some(*result as u32)
+        let waits_for_now = |t: usize| {
+            let k = self.next_event_of(self.state.threads[t].rec);
+            match self.trace.events.get(k).map(|e| &e.kind) {
+                Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) if *var == word => {
+                    self.mem(t).read_u32(word).ok() == Some(*result as u32)
+                }
+                _ => false,
+            }
+        };
+        let candidates = (0..self.state.threads.len()).filter(|&t| t != j && (t == i || self.switchable(t)));
+        candidates.filter(|&t| waits_for_now(t)).min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on
