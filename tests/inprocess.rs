@@ -76,15 +76,6 @@ fn syscall_names<'a>(events: impl IntoIterator<Item = &'a Value>) -> std::collec
     events.into_iter().filter_map(|e| e["syscall"].as_str().map(str::to_string)).collect()
 }
 
-/// How many exploration replays a valid replay's search made: `weft
-/// replay` saves a schedule "found in N replays", the first being the log
-/// order. None when it printed no such line.
-fn exploration_replays(rep: &Output) -> Option<usize> {
-    let text = err(rep);
-    let n: usize = text.split(" found in ").nth(1)?.split(' ').next()?.parse().ok()?;
-    Some(n - 1)
-}
-
 /// Records `argv` into a fresh trace `name` and replays it with
 /// `--no-explore` (the log order alone): asserts that the replay is valid,
 /// so that it needs no exploration, and prints the recorded output.

@@ -72,11 +72,6 @@ impl LogIndex {
         SyncOp::from_code(op).is_some_and(is_futex_call) && self.lock_words.contains(&var)
     }
 
-    /// Whether the log has lock words.
-    pub(crate) fn has_lock_words(&self) -> bool {
-        !self.lock_words.is_empty()
-    }
-
     /// Whether `addr` is a lock word.
     pub(crate) fn is_lock_word(&self, addr: u64) -> bool {
         self.lock_words.contains(&addr)

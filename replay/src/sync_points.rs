@@ -63,9 +63,9 @@ pub enum Op {
     Acquire(u64),
     /// After a release or signal of this object.
     Released(u64),
-    /// After a logged event, in a log with lock words (`log_index.rs`):
-    /// the log's next thread takes over by default, since running on
-    /// could take a lock before it.
+    /// After a logged event, in a log with the synchronization order
+    /// (in-process recording): the log's next thread takes over by
+    /// default (`Session::sync_point`).
     Matched,
 }
 

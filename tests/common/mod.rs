@@ -188,3 +188,12 @@ pub fn record_until_a_schedule_is_found(name: &str, argv: &[&str], replay_args: 
     }
     unreachable!()
 }
+
+/// How many exploration replays a valid replay's search made: `weft
+/// replay` saves a schedule "found in N replays", the first being the log
+/// order. None when it printed no such line.
+pub fn exploration_replays(rep: &Output) -> Option<usize> {
+    let text = err(rep);
+    let n: usize = text.split(" found in ").nth(1)?.split(' ').next()?.parse().ok()?;
+    Some(n - 1)
+}

@@ -62,11 +62,13 @@ impl Session<'_> {
         self.next_event();
         self.state.threads[i].steps = 0;
         let step = self.apply(i, observed, expected)?;
-        // Lock words are taken without a call the log orders: a thread
-        // that ran on past its event could take one before the thread whose
-        // event comes next (log_index.rs). A synchronization point, so
-        // that exploration can let it run on instead.
-        if self.log.has_lock_words() && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
+        // What a thread does between two of its events, unordered by the
+        // log, is done as late as the log allows: a lock word taken
+        // without a call (log_index.rs), or data another thread reads
+        // without the lock that orders it (sort's merge tree). A
+        // synchronization point, so that exploration can let the thread
+        // run on instead.
+        if self.sync_logged && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)

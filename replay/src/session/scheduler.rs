@@ -321,10 +321,11 @@ impl Session<'_> {
         let granted = self.grant_holds(i, op);
         let handover = matches!(op, Some(Op::Matched)) || matches!(op, Some(Op::Released(word)) if self.log.is_lock_word(word));
         let default = match self.next_owner() {
-            // With the order logged, a thread runs on to its next event,
-            // but after a lock word's release, or an event, it hands over
-            // to the log's next thread: the lock's next critical section
-            // is likely that thread's, unless a waiter must read first.
+            // With the order logged, after an event or a lock word's
+            // release, the log's next thread takes over: each thread's
+            // unordered work runs as late as the log allows, so what
+            // another thread reads without a lock (or takes as a lock
+            // word) is not yet changed. A waiter may have to read first.
             Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).unwrap_or(j),
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
