@@ -93,9 +93,9 @@ fn xz_two_workers_many_blocks() {
 /// parent's buffer bounds, which the child's thread moves under the
 /// child's lock only (a data race), and decides from them whether to
 /// queue the parent or how much to write. The log order is not always
-/// enough: measured, 23 of 40 recordings replayed valid in log order, and
-/// the search found a schedule for each of the 14 others tried (one
-/// preemption, in 3 or 4 replays). Every recording must replay valid,
+/// enough: measured, 10 of 20 recordings replayed valid in log order, and
+/// the search found a schedule for each of the other 10 (one or two
+/// preemptions, in 3 to 5 replays). Every recording must replay valid,
 /// with the search.
 #[test]
 fn sort_parallel() {

@@ -183,6 +183,14 @@ impl SyncOp {
     pub fn result_matters(self) -> bool {
         matches!(self, SyncOp::BarrierLeave | SyncOp::FutexWaitStart)
     }
+
+    /// Whether it is a release, logged when the call is made: its effect
+    /// (the mutex free, the waiter woken, the barrier reached) follows the
+    /// place in the log.
+    pub fn is_release(self) -> bool {
+        use SyncOp::*;
+        matches!(self, MutexUnlock | RwlockUnlock | CondRelease | CondSignal | CondBroadcast | SemPost | BarrierArrive | SpinUnlock | FutexWake)
+    }
 }
 
 /// A successful execve in a recorded process: what the kernel loaded, so a

@@ -33,6 +33,9 @@ pub(crate) struct LogIndex {
     /// out.
     thread_events: HashMap<Tid, Vec<usize>>,
     lock_words: HashSet<u64>,
+    /// The synchronization objects the log orders: every logged
+    /// operation's.
+    sync_vars: HashSet<u64>,
     /// The lock words with the most soft events, most first, at most
     /// [`MAX_WATCHED`].
     watched: Vec<u64>,
@@ -45,6 +48,9 @@ impl LogIndex {
         let mut index = Self { lock_words, ..Self::default() };
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for (i, e) in trace.events.iter().enumerate() {
+            if let EventKind::Sync(Sync { var, .. }) = &e.kind {
+                index.sync_vars.insert(*var);
+            }
             match index.soft_word(e) {
                 Some(word) => *counts.entry(word).or_default() += 1,
                 None => index.thread_events.entry(e.tid).or_default().push(i),
@@ -70,6 +76,13 @@ impl LogIndex {
     /// runtime's, weft_runtime.h) is a soft one, not to be matched.
     pub(crate) fn is_soft_marker(&self, op: i64, var: u64) -> bool {
         SyncOp::from_code(op).is_some_and(is_futex_call) && self.lock_words.contains(&var)
+    }
+
+    /// Whether the log orders the synchronization object at `addr`: a
+    /// logged operation's object, or a lock word. (libc's and ld.so's
+    /// internal locks are not.)
+    pub(crate) fn is_ordered(&self, addr: u64) -> bool {
+        self.sync_vars.contains(&addr)
     }
 
     /// Whether `addr` is a lock word.

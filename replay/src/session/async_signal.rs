@@ -141,15 +141,22 @@ impl<'a> Session<'a> {
         Ok(tracee::sigmask(self.state.threads[i].tid)? & bit(sig) != 0)
     }
 
-    /// Whether `sig` is pending for thread `i` or its process
-    /// (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status, proc(5)).
+    /// Whether `sig` is pending for thread `i` or its process.
     fn pending(&self, i: usize, sig: NixSignal) -> Result<bool> {
+        Ok(self.pending_signals(i)? & bit(sig) != 0)
+    }
+
+    /// The signals pending for thread `i` or its process, a mask with bit
+    /// `signo - 1` (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status,
+    /// proc(5)). Errors: the file cannot be read.
+    pub(super) fn pending_signals(&self, i: usize) -> Result<u64> {
         let path = format!("/proc/{}/task/{}/status", self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
         let status = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        Ok(status.lines().any(|line| {
-            let mask = line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:"));
-            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).is_some_and(|m| m & bit(sig) != 0)
-        }))
+        Ok(status
+            .lines()
+            .filter_map(|line| line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:")))
+            .filter_map(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .fold(0, |all, m| all | m))
     }
 
     /// Brings thread `i` to the delivery stop of `s` (signal `sig`, sent by

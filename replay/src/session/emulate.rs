@@ -32,6 +32,11 @@ impl Session<'_> {
             return Ok(Step::Fail(self.incomplete()));
         };
         if let Some(rec) = self.killed_at_end() {
+            // Killed from outside, the recording left every thread where
+            // it was stuck: one that waits at a point runs on to there.
+            if let Some(j) = (0..self.state.threads.len()).find(|&j| j != i && self.free(j)) {
+                return Ok(Step::Switch(Some(j)));
+            }
             return Ok(Step::End(self.kill_as_recorded(rec)?));
         }
         let me = self.state.threads[i].rec;
@@ -68,7 +73,11 @@ impl Session<'_> {
         // without the lock that orders it (sort's merge tree). A
         // synchronization point, so that exploration can let the thread
         // run on instead.
-        if self.sync_logged && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
+        // After a release the point is where the call returns (the real
+        // release done, sync_points.rs): a barrier's last arrival decides
+        // which thread is its serial one.
+        let release = matches!(&expected.kind, EventKind::Sync(s) if s.op.is_release());
+        if self.sync_logged && !release && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)

@@ -319,10 +319,14 @@ impl Session<'_> {
         self.checkpoint(i, op)?;
         self.state.sync_count += 1;
         let granted = self.grant_holds(i, op);
-        let handover = matches!(op, Some(Op::Matched)) || matches!(op, Some(Op::Released(word)) if self.log.is_lock_word(word));
+        // Killed from outside, the recording left every thread where it
+        // was stuck: each runs on to there.
+        let handover = self.sync_logged
+            && (matches!(op, Some(Op::Matched)) || matches!(op, Some(Op::Released(var)) if self.log.is_ordered(var)))
+            && self.killed_at_end().is_none();
         let default = match self.next_owner() {
-            // With the order logged, after an event or a lock word's
-            // release, the log's next thread takes over: each thread's
+            // With the order logged, after an event or a release (a
+            // lock word's too), the log's next thread takes over: each thread's
             // unordered work runs as late as the log allows, so what
             // another thread reads without a lock (or takes as a lock
             // word) is not yet changed. A waiter may have to read first.

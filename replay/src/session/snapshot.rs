@@ -78,11 +78,16 @@ impl<'a> Session<'a> {
 
     /// A snapshot of this replay with thread `cur` about to handle
     /// `pending`; `None` when a thread is in a state a checkpoint cannot
-    /// rebuild (a signal stop), when memory is shared writable (a fork
-    /// would not copy it), or when more than one process of the tree
-    /// lives (a checkpoint is the fork of one process).
+    /// rebuild (a signal stop), when `cur` has an unblocked signal pending
+    /// (it would stop the fork that `cur` is made to call), when memory is
+    /// shared writable (a fork would not copy it), or when more than one
+    /// process of the tree lives (a checkpoint is the fork of one
+    /// process). Errors: /proc or ptrace.
     fn snapshot(&self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<Snapshot>> {
         if self.state.procs.iter().filter(|p| p.live).count() > 1 {
+            return Ok(None);
+        }
+        if self.pending_signals(cur)? & !weft_record::tracee::sigmask(self.state.threads[cur].tid)? != 0 {
             return Ok(None);
         }
         // The leader may have exited; the current thread is alive.
