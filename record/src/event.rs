@@ -184,12 +184,13 @@ impl SyncOp {
         matches!(self, SyncOp::BarrierLeave | SyncOp::FutexWaitStart)
     }
 
-    /// Whether it is a release, logged when the call is made: its effect
-    /// (the mutex free, the waiter woken, the barrier reached) follows the
-    /// place in the log.
+    /// Whether it is a release whose replay marker comes before the call:
+    /// its effect (the mutex free, the waiter woken, the barrier reached)
+    /// follows the place in the log. (A futex wake's replay marker follows
+    /// the emulated call, weft_runtime.c.)
     pub fn is_release(self) -> bool {
         use SyncOp::*;
-        matches!(self, MutexUnlock | RwlockUnlock | CondRelease | CondSignal | CondBroadcast | SemPost | BarrierArrive | SpinUnlock | FutexWake)
+        matches!(self, MutexUnlock | RwlockUnlock | CondRelease | CondSignal | CondBroadcast | SemPost | BarrierArrive | SpinUnlock)
     }
 }
 

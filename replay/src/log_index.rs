@@ -73,14 +73,22 @@ impl LogIndex {
     }
 
     /// Whether the replay's synchronization marker `op` on `var` (the
-    /// runtime's, weft_runtime.h) is a soft one, not to be matched.
+    /// runtime's, weft_runtime.h) is a soft one, not to be matched: a
+    /// futex call on a lock word, or on a word the log never saw (a lock
+    /// that only the replay's timing made contended).
     pub(crate) fn is_soft_marker(&self, op: i64, var: u64) -> bool {
-        SyncOp::from_code(op).is_some_and(is_futex_call) && self.lock_words.contains(&var)
+        SyncOp::from_code(op).is_some_and(is_futex_call) && self.is_soft_word(var)
+    }
+
+    /// Whether the futex calls on `addr` are soft: it is a lock word, or
+    /// a word the log has no operation on.
+    pub(crate) fn is_soft_word(&self, addr: u64) -> bool {
+        self.lock_words.contains(&addr) || !self.sync_vars.contains(&addr)
     }
 
     /// Whether the log orders the synchronization object at `addr`: a
-    /// logged operation's object, or a lock word. (libc's and ld.so's
-    /// internal locks are not.)
+    /// logged operation's object, a lock word's included. (libc's and
+    /// ld.so's internal locks are not.)
     pub(crate) fn is_ordered(&self, addr: u64) -> bool {
         self.sync_vars.contains(&addr)
     }

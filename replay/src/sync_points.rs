@@ -63,6 +63,10 @@ pub enum Op {
     Acquire(u64),
     /// After a release or signal of this object.
     Released(u64),
+    /// After a futex wake that released waiters on this word, one whose
+    /// calls are soft (`LogIndex::is_soft_word`): a lock's release that
+    /// the log does not order.
+    Woke(u64),
     /// After a logged event, in a log with the synchronization order
     /// (in-process recording): the log's next thread takes over by
     /// default (`Session::sync_point`).

@@ -824,14 +824,15 @@ impl Session<'_> {
                 Ok(Step::Switch(None))
             }
             futex::Action::Return(result, woken) => {
-                // A wake that released a lock word's waiters hands the lock
-                // over as its release did (log_index.rs).
-                let handover = !woken.is_empty() && self.log.is_lock_word(e.args[0]);
+                // A wake that released waiters on a word whose calls are
+                // soft (a lock's) hands the lock over as its release did
+                // (log_index.rs).
+                let handover = !woken.is_empty() && self.log.is_soft_word(e.args[0]);
                 for w in woken {
                     self.release(w);
                 }
                 self.finish_syscall(i, result)?;
-                self.sync_point(i, handover.then_some(Op::Released(e.args[0])))
+                self.sync_point(i, handover.then_some(Op::Woke(e.args[0])))
             }
             futex::Action::Unsupported(op) => {
                 bail!("futex operation {op} (a priority-inheritance futex) is not supported by the replayer")

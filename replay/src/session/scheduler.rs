@@ -322,7 +322,7 @@ impl Session<'_> {
         // Killed from outside, the recording left every thread where it
         // was stuck: each runs on to there.
         let handover = self.sync_logged
-            && (matches!(op, Some(Op::Matched)) || matches!(op, Some(Op::Released(var)) if self.log.is_ordered(var)))
+            && (matches!(op, Some(Op::Matched | Op::Woke(_))) || matches!(op, Some(Op::Released(var)) if self.log.is_ordered(var)))
             && self.killed_at_end().is_none();
         let default = match self.next_owner() {
             // With the order logged, after an event or a release (a
