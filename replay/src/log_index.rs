@@ -13,7 +13,9 @@
 //! write watchpoint on the word (`session/traps.rs`): each release is a
 //! synchronization point where the log's next thread takes over (seed
 //! 000 Fig. 8's preemption test after a release). The futex calls on every
-//! other word (a condition variable's counter) stay events.
+//! other word (a condition variable's counter) stay events. The calls on
+//! a word the log has no operation on are soft too: a lock that was never
+//! contended in the recording, and only the replay's timing made so.
 
 use std::collections::{HashMap, HashSet};
 use weft_record::event::{EventKind, Sync, SyncOp};
