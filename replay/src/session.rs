@@ -243,6 +243,12 @@ struct Thread {
     /// It stopped at a debugger breakpoint that shares its int3 with a
     /// synchronization point: executing the int3 again is that point.
     reported: Option<u64>,
+    /// The point a parked breakpoint would give next, after the runtime
+    /// marker it matched (`sync_points::marker_point`): handled before
+    /// the thread runs on.
+    next_point: Option<Op>,
+    /// At a runtime marker, the point before it is done.
+    marked: bool,
 }
 
 impl Thread {
@@ -265,6 +271,8 @@ impl Thread {
             altstack_call: None,
             taken: None,
             reported: None,
+            next_point: None,
+            marked: false,
         }
     }
 }

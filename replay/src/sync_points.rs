@@ -8,38 +8,54 @@
 //! Each point names the synchronization object it concerns (the mutex a
 //! lock or a condition wait takes, the object a release frees), so that a
 //! preemption can reorder two threads' critical sections on one lock.
+//!
+//! In a process whose in-process runtime is on, every pthread call the
+//! runtime interposes already stops at its marker (weft_runtime.c): the
+//! breakpoints on those functions are *parked* (their int3s removed), and
+//! the marker stands for the point the breakpoint gave ([`marker_point`]).
+//! A lock and unlock cost 2 ptrace stops instead of 9.
 
 use anyhow::{Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use weft_record::event::SyncOp;
 use weft_record::tracee::Memory;
 
 /// The pthread functions with a synchronization point: a preemption test
-/// before each acquire or wait, after each release or signal.
-const FUNCTIONS: &[(&str, Function)] = &[
-    ("pthread_mutex_lock", Function::Acquire),
-    ("pthread_mutex_trylock", Function::Acquire),
-    ("pthread_mutex_timedlock", Function::Acquire),
-    ("pthread_rwlock_rdlock", Function::Acquire),
-    ("pthread_rwlock_wrlock", Function::Acquire),
-    ("pthread_rwlock_tryrdlock", Function::Acquire),
-    ("pthread_rwlock_trywrlock", Function::Acquire),
-    ("pthread_spin_lock", Function::Acquire),
-    ("pthread_cond_wait", Function::CondWait),
-    ("pthread_cond_timedwait", Function::CondWait),
-    ("pthread_barrier_wait", Function::Acquire),
-    ("pthread_join", Function::Acquire),
-    ("sem_wait", Function::Acquire),
-    ("sem_timedwait", Function::Acquire),
-    ("sem_trywait", Function::Acquire),
-    ("pthread_mutex_unlock", Function::Release),
-    ("pthread_rwlock_unlock", Function::Release),
-    ("pthread_spin_unlock", Function::Release),
-    ("pthread_cond_signal", Function::Release),
-    ("pthread_cond_broadcast", Function::Release),
-    ("sem_post", Function::Release),
+/// before each acquire or wait, after each release or signal; and whether
+/// the in-process runtime interposes the function (all but pthread_join).
+const FUNCTIONS: &[(&str, Function, Interposed)] = &[
+    ("pthread_mutex_lock", Function::Acquire, Interposed::Yes),
+    ("pthread_mutex_trylock", Function::Acquire, Interposed::Yes),
+    ("pthread_mutex_timedlock", Function::Acquire, Interposed::Yes),
+    ("pthread_rwlock_rdlock", Function::Acquire, Interposed::Yes),
+    ("pthread_rwlock_wrlock", Function::Acquire, Interposed::Yes),
+    ("pthread_rwlock_tryrdlock", Function::Acquire, Interposed::Yes),
+    ("pthread_rwlock_trywrlock", Function::Acquire, Interposed::Yes),
+    ("pthread_spin_lock", Function::Acquire, Interposed::Yes),
+    ("pthread_cond_wait", Function::CondWait, Interposed::Yes),
+    ("pthread_cond_timedwait", Function::CondWait, Interposed::Yes),
+    ("pthread_barrier_wait", Function::Acquire, Interposed::Yes),
+    ("pthread_join", Function::Acquire, Interposed::No),
+    ("sem_wait", Function::Acquire, Interposed::Yes),
+    ("sem_timedwait", Function::Acquire, Interposed::Yes),
+    ("sem_trywait", Function::Acquire, Interposed::Yes),
+    ("pthread_mutex_unlock", Function::Release, Interposed::Yes),
+    ("pthread_rwlock_unlock", Function::Release, Interposed::Yes),
+    ("pthread_spin_unlock", Function::Release, Interposed::Yes),
+    ("pthread_cond_signal", Function::Release, Interposed::Yes),
+    ("pthread_cond_broadcast", Function::Release, Interposed::Yes),
+    ("sem_post", Function::Release, Interposed::Yes),
 ];
+
+/// Whether the in-process runtime interposes a pthread function, so that
+/// its breakpoint is parked while the runtime is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interposed {
+    Yes,
+    No,
+}
 
 const INT3: u8 = 0xcc;
 /// The CET landing pad glibc's functions start with; a no-op here.
@@ -84,6 +100,38 @@ pub enum Hit {
     Passing,
 }
 
+/// Where the point of a parked breakpoint falls for a runtime marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerPoint {
+    /// Before the marker: the real call came first (a release; a
+    /// condition wait's release, whose real unlock follows with no program
+    /// code in between).
+    Before(Op),
+    /// After the marker: the real call follows (an acquire granted at its
+    /// place, a barrier's arrival).
+    After(Op),
+}
+
+/// The point a parked breakpoint gave for the pthread call behind a replay
+/// marker of `op` on `var` whose recorded result is `result`: a release's
+/// `Released` where the release is done, an acquire's `Acquire` where the
+/// real call starts. `None` for a call the replay does not make (a busy
+/// trylock, a timeout: answered as recorded) and for the runtime's futex
+/// calls, which have no libc function.
+pub fn marker_point(op: SyncOp, var: u64, result: i64) -> Option<MarkerPoint> {
+    use SyncOp::*;
+    match op {
+        MutexUnlock | RwlockUnlock | SpinUnlock | CondSignal | CondBroadcast | SemPost | CondRelease => {
+            Some(MarkerPoint::Before(Op::Released(var)))
+        }
+        MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait | CondAcquire if result == 0 => {
+            Some(MarkerPoint::After(Op::Acquire(var)))
+        }
+        BarrierArrive => Some(MarkerPoint::After(Op::Acquire(var))),
+        _ => None,
+    }
+}
+
 /// The kind of pthread function an entry breakpoint is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Function {
@@ -110,6 +158,13 @@ struct Return {
 pub struct SyncPoints {
     /// Entry breakpoints: address → the function's kind.
     entries: HashMap<u64, Function>,
+    /// The entries of functions the runtime interposes, by address.
+    interposed: HashSet<u64>,
+    /// Entries parked while the process's runtime is on: no int3.
+    parked: HashMap<u64, Function>,
+    /// The process's runtime is on (between [`SyncPoints::park`] and
+    /// [`SyncPoints::unpark`]).
+    runtime_on: bool,
     /// Return breakpoints: address → the threads to stop there.
     returns: HashMap<u64, Vec<Return>>,
     /// Original byte under every int3 we placed, and whether the
@@ -121,9 +176,42 @@ pub struct SyncPoints {
 }
 
 impl SyncPoints {
-    /// Whether libc's breakpoints are in.
+    /// Whether libc's breakpoints are in (armed or parked).
     pub fn installed(&self) -> bool {
-        !self.entries.is_empty()
+        !self.entries.is_empty() || !self.parked.is_empty()
+    }
+
+    /// Whether the breakpoints on the functions the runtime interposes are
+    /// parked: the runtime's markers stand for them ([`marker_point`]).
+    pub fn parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// The process's runtime is on: parks the breakpoints of the functions
+    /// it interposes (an int3 another breakpoint shares stays). Errors:
+    /// writing the process's memory.
+    pub fn park(&mut self, mem: &Memory) -> Result<()> {
+        self.runtime_on = true;
+        for addr in self.interposed.clone() {
+            let Some(function) = self.entries.remove(&addr) else { continue };
+            self.parked.insert(addr, function);
+            if !self.user.contains(&addr) && !self.returns.contains_key(&addr) {
+                self.disarm(mem, addr)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The process's runtime went off: its calls take libc's functions
+    /// unmarked, so their breakpoints are set again. Errors: writing the
+    /// process's memory.
+    pub fn unpark(&mut self, mem: &Memory) -> Result<()> {
+        self.runtime_on = false;
+        for (addr, function) in std::mem::take(&mut self.parked) {
+            self.entries.insert(addr, function);
+            self.arm(mem, addr)?;
+        }
+        Ok(())
     }
 
     /// Sets entry breakpoints on libc's pthread functions, given that the
@@ -139,9 +227,16 @@ impl SyncPoints {
         };
         for sym in elf.dynamic_symbols() {
             let Ok(name) = sym.name() else { continue };
-            let Some(&(_, function)) = FUNCTIONS.iter().find(|(f, _)| *f == name) else { continue };
+            let Some(&(_, function, interposed)) = FUNCTIONS.iter().find(|(f, ..)| *f == name) else { continue };
             if sym.address() != 0 {
                 let at = base + sym.address();
+                if interposed == Interposed::Yes {
+                    self.interposed.insert(at);
+                    if self.runtime_on {
+                        self.parked.insert(at, function);
+                        continue;
+                    }
+                }
                 self.entries.insert(at, function);
                 self.arm(mem, at)?;
             }

@@ -64,6 +64,10 @@ static void *taker(void *arg) {
     while (hits < 4) {
         pthread_mutex_lock(&m);
         pthread_mutex_unlock(&m);
+        /* Some work between the rounds: each round is 2 logged events,
+         * and half a second of bare rounds made 9 million of them. */
+        for (volatile int k = 0; k < 20000; k++) {
+        }
     }
     printf("spun until hit %d\n", (int)hits);
 

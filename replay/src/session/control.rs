@@ -148,9 +148,7 @@ impl Session<'_> {
         if runtime::touches_runtime(nr, &args) {
             // As the recorder did: the program changes the runtime's
             // memory, so its calls take the ptrace path from here on.
-            if let Some(control) = self.state.procs[p].runtime_control {
-                self.mem(i).write(control, &1u32.to_le_bytes())?;
-            }
+            self.runtime_off(p)?;
             return Ok(false);
         }
         if nr != runtime::NR_CTL {
@@ -159,9 +157,22 @@ impl Session<'_> {
         let hello = args[0] == runtime::CTL_HELLO;
         if hello {
             self.state.procs[p].runtime_control = Some(args[3]);
+            let proc = &mut self.state.procs[p];
+            proc.sync.park(&proc.mem)?;
         }
         self.finish_syscall(i, if hello { runtime::MODE_REPLAY } else { -libc::ENOSYS as i64 })?;
         Ok(true)
+    }
+
+    /// Turns process `p`'s runtime off, as the recorder did at the same
+    /// call: every call takes the ptrace path from here on, and libc's
+    /// breakpoints are set again. Errors: writing the process's memory.
+    pub(super) fn runtime_off(&mut self, p: usize) -> Result<()> {
+        let proc = &mut self.state.procs[p];
+        if let Some(control) = proc.runtime_control {
+            proc.mem.write(control, &1u32.to_le_bytes())?;
+        }
+        proc.sync.unpark(&proc.mem)
     }
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too

@@ -7,7 +7,7 @@ use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thre
 use crate::failure::Failure;
 use crate::fds::Stream;
 use crate::futex;
-use crate::sync_points::Op;
+use crate::sync_points::{self, MarkerPoint, Op};
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
@@ -66,6 +66,8 @@ impl Session<'_> {
         self.state.threads[i].last_event = Some(self.state.pos);
         self.next_event();
         self.state.threads[i].steps = 0;
+        self.state.threads[i].marked = false;
+        self.state.threads[i].next_point = self.point_after_marker(i, expected);
         let step = self.apply(i, observed, expected)?;
         // What a thread does between two of its events, unordered by the
         // log, is done as late as the log allows: a lock word taken
@@ -81,6 +83,34 @@ impl Session<'_> {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
+    }
+
+    /// The point a parked breakpoint gives before runtime marker `e` of
+    /// thread `i` (sync_points.rs), if any.
+    pub(super) fn point_before_marker(&self, i: usize, e: &Entry) -> Option<Op> {
+        if e.nr != runtime::NR_SYNC {
+            return None;
+        }
+        let op = SyncOp::from_code(e.args[0] as i64)?;
+        match sync_points::marker_point(op, e.args[1], 0)? {
+            MarkerPoint::Before(point) if self.parked(i) => Some(point),
+            _ => None,
+        }
+    }
+
+    /// The point a parked breakpoint gives after logged event `matched`,
+    /// thread `i`'s runtime marker, if any.
+    fn point_after_marker(&self, i: usize, matched: &Event) -> Option<Op> {
+        let EventKind::Sync(s) = &matched.kind else { return None };
+        match sync_points::marker_point(s.op, s.var, s.result)? {
+            MarkerPoint::After(point) if self.parked(i) => Some(point),
+            _ => None,
+        }
+    }
+
+    /// Whether thread `i`'s process has libc's breakpoints parked.
+    fn parked(&self, i: usize) -> bool {
+        self.state.procs[self.state.threads[i].proc].sync.parked()
     }
 
     /// Moves to the log's next event that the replay matches, past soft
@@ -672,6 +702,11 @@ impl Session<'_> {
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
         let parent = self.state.threads[i].proc;
+        if !process && flags & libc::CLONE_SETTLS as u64 == 0 && self.state.procs[parent].runtime_control.is_some() {
+            // A thread sharing its creator's TLS would share its runtime
+            // slot: the recorder turned the runtime off here (inprocess.rs).
+            self.runtime_off(parent)?;
+        }
         let proc = if process { self.add_process(parent, rec_child, child)? } else { parent };
         if process {
             self.restore_spawn_args(tid, parent, e, flags, exit_signal)?;

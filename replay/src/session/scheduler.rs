@@ -148,6 +148,14 @@ impl Session<'_> {
                 return Ok(Some(Halt::Segment));
             }
         }
+        if self.state.threads[cur].at == At::Ready {
+            if let Some(op) = self.state.threads[cur].next_point.take() {
+                // A parked breakpoint's point after a runtime marker: only
+                // the runtime's code lies between them.
+                self.state.threads[cur].at = At::Sync(op);
+                return Ok(None);
+            }
+        }
         let advanced = if goal.step == Some(cur) { self.single_step(cur)? } else { self.advance(cur, goal.traps, false)? };
         match advanced {
             Advance::Point => Ok(None),
@@ -231,6 +239,12 @@ impl Session<'_> {
                 let start = e.args[0] as i64 == weft_record::event::SyncOp::FutexWaitStart as i64;
                 self.finish_syscall(i, i64::from(start))?;
                 Ok(Step::Stay)
+            }
+            At::Entry(e) if !self.state.threads[i].marked && self.point_before_marker(i, &e).is_some() => {
+                // The release a parked breakpoint saw return, before its
+                // marker; the marker is handled when the thread runs next.
+                self.state.threads[i].marked = true;
+                self.sync_point(i, self.point_before_marker(i, &e))
             }
             At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),

@@ -120,6 +120,9 @@ impl<'a> Session<'a> {
     }
 
     fn fork_at(&mut self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<(Template, Snapshot)>> {
+        if !self.can_fork_from(cur) {
+            return Ok(None);
+        }
         let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem(cur).read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
             return Ok(None);
         };
@@ -127,6 +130,14 @@ impl<'a> Session<'a> {
         let t = &self.state.threads[cur];
         let Some(template) = Template::fork(t.tid, &t.regs, insn)? else { return Ok(None) };
         Ok(Some((template, snapshot)))
+    }
+
+    /// Whether thread `cur` can make the fork of a checkpoint: not from a
+    /// syscall-entry stop (the point before a runtime marker), where the
+    /// kernel would run the pending call with the fork's registers
+    /// (remote.rs).
+    fn can_fork_from(&self, cur: usize) -> bool {
+        !matches!(self.state.threads[cur].at, At::Entry(_))
     }
 
     /// Exploration: takes a checkpoint at thread `i`'s synchronization
@@ -138,6 +149,9 @@ impl<'a> Session<'a> {
     /// checkpoints on their way.
     pub(super) fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
+        if !self.can_fork_from(i) {
+            return Ok(());
+        }
         let (last, at) = self.since_checkpoint;
         let preempts = self.opts.schedule.preemption_at(self.state.sync_count + 1).is_some();
         let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.state.sync_count);
