@@ -79,6 +79,11 @@ impl InProcess {
             s.state = None;
         }
         event.label = runtime::BUFFERED_LABEL;
+        // The records the thread committed before that call are drained
+        // first: the signal goes after the call's own record, not after
+        // the first of them to reach the order (sigbuffered.c replayed
+        // its handler a round early when an undrained read took it).
+        self.buffers.drain(&mut self.order);
         // Its own place too: it cannot come before what sent it.
         let seq = self.buffers.next_seq();
         self.order.deferred.entry(event.tid).or_default().push((seq, event));
@@ -679,6 +684,43 @@ mod tests {
         let order: Vec<(Tid, bool)> = o.ready(false).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
         assert_eq!(order, vec![(1, false), (7, false), (7, true)], "number 1 is taken, empty: nothing waits for it");
         assert_eq!(o.filled, 0);
+    }
+
+    /// A signal delivered as a buffered call returns goes after that
+    /// call's record, not after an earlier record of the thread that is
+    /// still in its slot when the signal stops it.
+    #[test]
+    fn a_deferred_signal_skips_the_records_already_in_the_slot() {
+        let mut ip = InProcess::new().unwrap();
+        let k = ip.buffers.register(7, &mut ip.order).unwrap();
+        // Thread 7 commits a record (op `op`) at the end of its slot.
+        let commit = |ip: &mut InProcess, op: SyncOp| {
+            let mut rec = [0u8; RECORD_HEADER];
+            rec[0..4].copy_from_slice(&(RECORD_HEADER as u32).to_le_bytes());
+            rec[4..6].copy_from_slice(&runtime::REC_SYNC.to_le_bytes());
+            rec[8..16].copy_from_slice(&ip.buffers.next_seq().to_le_bytes());
+            rec[16..24].copy_from_slice(&(op as u64).to_le_bytes());
+            rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
+            let head = ip.buffers.word(k, 8).load(Ordering::Acquire) as usize;
+            // SAFETY: the record fits in slot k's data after `head`.
+            unsafe { std::ptr::copy_nonoverlapping(rec.as_ptr(), ip.buffers.slot(k).add(SLOT_DATA + head), RECORD_HEADER) };
+            ip.buffers.word(k, 8).store((head + RECORD_HEADER) as u64, Ordering::Release);
+        };
+        commit(&mut ip, SyncOp::MutexUnlock);
+        let mut signal = ev(7);
+        signal.kind = EventKind::End(crate::event::End::Exited(0));
+        ip.defer_signal(signal);
+        commit(&mut ip, SyncOp::MutexLock);
+        let kinds: Vec<&str> = ip
+            .ready(true)
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::Sync(s) if s.op == SyncOp::MutexUnlock => "earlier record",
+                EventKind::Sync(_) => "the call",
+                _ => "signal",
+            })
+            .collect();
+        assert_eq!(kinds, ["earlier record", "the call", "signal"]);
     }
 
     #[test]

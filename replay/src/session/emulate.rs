@@ -67,7 +67,9 @@ impl Session<'_> {
         self.next_event();
         self.state.threads[i].steps = 0;
         self.state.threads[i].marked = false;
-        self.state.threads[i].next_point = self.point_after_marker(i, expected);
+        if let Some(point) = self.point_after_marker(i, expected) {
+            self.state.threads[i].next_point = Some(point);
+        }
         let step = self.apply(i, observed, expected)?;
         // What a thread does between two of its events, unordered by the
         // log, is done as late as the log allows: a lock word taken
