@@ -13,7 +13,8 @@
 //! runtime interposes already stops at its marker (weft_runtime.c): the
 //! breakpoints on those functions are *parked* (their int3s removed), and
 //! the marker stands for the point the breakpoint gave ([`marker_point`]).
-//! A lock and unlock cost 2 ptrace stops instead of 9.
+//! A lock or an unlock costs 2 ptrace stops (the marker's syscall entry
+//! and exit) instead of 4 or 5.
 
 use anyhow::{Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol};
@@ -124,10 +125,11 @@ pub fn marker_point(op: SyncOp, var: u64, result: i64) -> Option<MarkerPoint> {
         MutexUnlock | RwlockUnlock | SpinUnlock | CondSignal | CondBroadcast | SemPost | CondRelease => {
             Some(MarkerPoint::Before(Op::Released(var)))
         }
-        MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait | CondAcquire if result == 0 => {
+        MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait if result == 0 => {
             Some(MarkerPoint::After(Op::Acquire(var)))
         }
-        BarrierArrive => Some(MarkerPoint::After(Op::Acquire(var))),
+        // A condition wait takes its mutex back even when it timed out.
+        CondAcquire | BarrierArrive => Some(MarkerPoint::After(Op::Acquire(var))),
         _ => None,
     }
 }
@@ -351,5 +353,24 @@ impl SyncPoints {
             mem.write(addr, &[byte])?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A marker stands for the point where libc's breakpoint saw the real
+    /// call: after a release, before an acquire the replay makes.
+    #[test]
+    fn markers_stand_for_the_points_of_the_real_calls() {
+        let point = |op, result| marker_point(op, 0x10, result);
+        assert_eq!(point(SyncOp::MutexUnlock, 0), Some(MarkerPoint::Before(Op::Released(0x10))));
+        assert_eq!(point(SyncOp::CondRelease, 0), Some(MarkerPoint::Before(Op::Released(0x10))));
+        assert_eq!(point(SyncOp::MutexLock, 0), Some(MarkerPoint::After(Op::Acquire(0x10))));
+        assert_eq!(point(SyncOp::MutexTrylock, libc::EBUSY as i64), None, "a busy trylock is answered, not made");
+        assert_eq!(point(SyncOp::CondAcquire, libc::ETIMEDOUT as i64), Some(MarkerPoint::After(Op::Acquire(0x10))));
+        assert_eq!(point(SyncOp::BarrierLeave, 1), None);
+        assert_eq!(point(SyncOp::FutexWake, 1), None);
     }
 }
