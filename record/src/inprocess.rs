@@ -646,6 +646,20 @@ impl Order {
 mod tests {
     use super::*;
 
+    /// A record's header as the runtime writes it (weft_runtime.h): its
+    /// `size` in bytes, kind, chunk count, sequence number and syscall
+    /// number or sync op; no path, arguments and result zero.
+    fn header(size: usize, kind: u16, nchunks: u16, seq: u64, nr: u64) -> [u8; RECORD_HEADER] {
+        let mut rec = [0u8; RECORD_HEADER];
+        rec[0..4].copy_from_slice(&(size as u32).to_le_bytes());
+        rec[4..6].copy_from_slice(&kind.to_le_bytes());
+        rec[6..8].copy_from_slice(&nchunks.to_le_bytes());
+        rec[8..16].copy_from_slice(&seq.to_le_bytes());
+        rec[16..24].copy_from_slice(&nr.to_le_bytes());
+        rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
+        rec
+    }
+
     fn ev(tid: Tid) -> Event {
         Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) }
     }
@@ -695,12 +709,7 @@ mod tests {
         let k = ip.buffers.register(7, &mut ip.order).unwrap();
         // Thread 7 commits a record (op `op`) at the end of its slot.
         let commit = |ip: &mut InProcess, op: SyncOp| {
-            let mut rec = [0u8; RECORD_HEADER];
-            rec[0..4].copy_from_slice(&(RECORD_HEADER as u32).to_le_bytes());
-            rec[4..6].copy_from_slice(&runtime::REC_SYNC.to_le_bytes());
-            rec[8..16].copy_from_slice(&ip.buffers.next_seq().to_le_bytes());
-            rec[16..24].copy_from_slice(&(op as u64).to_le_bytes());
-            rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
+            let rec = header(RECORD_HEADER, runtime::REC_SYNC, 0, ip.buffers.next_seq(), op as u64);
             let head = ip.buffers.word(k, 8).load(Ordering::Acquire) as usize;
             // SAFETY: the record fits in slot k's data after `head`.
             unsafe { std::ptr::copy_nonoverlapping(rec.as_ptr(), ip.buffers.slot(k).add(SLOT_DATA + head), RECORD_HEADER) };
@@ -725,15 +734,9 @@ mod tests {
 
     #[test]
     fn parses_a_buffered_clock_gettime() {
-        let mut rec = vec![0u8; RECORD_HEADER];
         let size = RECORD_HEADER + 16 + 16;
-        rec[0..4].copy_from_slice(&(size as u32).to_le_bytes());
-        rec[4..6].copy_from_slice(&runtime::REC_SYSCALL.to_le_bytes());
-        rec[6..8].copy_from_slice(&1u16.to_le_bytes());
-        rec[8..16].copy_from_slice(&7u64.to_le_bytes());
-        rec[16..24].copy_from_slice(&(libc::SYS_clock_gettime as u64).to_le_bytes());
+        let mut rec = header(size, runtime::REC_SYSCALL, 1, 7, libc::SYS_clock_gettime as u64).to_vec();
         rec[32..40].copy_from_slice(&0x1000u64.to_le_bytes());
-        rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
         rec.extend(0x1000u64.to_le_bytes());
         rec.extend(16u64.to_le_bytes());
         rec.extend([9u8; 16]);

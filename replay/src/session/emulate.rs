@@ -88,14 +88,18 @@ impl Session<'_> {
     }
 
     /// The point a parked breakpoint gives before runtime marker `e` of
-    /// thread `i` (sync_points.rs), if any.
-    pub(super) fn point_before_marker(&self, i: usize, e: &Entry) -> Option<Op> {
-        if e.nr != runtime::NR_SYNC {
+    /// thread `i` (sync_points.rs), if any and not yet taken at this
+    /// marker: taking it marks the thread.
+    pub(super) fn take_point_before_marker(&mut self, i: usize, e: &Entry) -> Option<Op> {
+        if e.nr != runtime::NR_SYNC || self.state.threads[i].marked {
             return None;
         }
         let op = SyncOp::from_code(e.args[0] as i64)?;
         match sync_points::marker_point(op, e.args[1], 0)? {
-            MarkerPoint::Before(point) if self.parked(i) => Some(point),
+            MarkerPoint::Before(point) if self.parked(i) => {
+                self.state.threads[i].marked = true;
+                Some(point)
+            }
             _ => None,
         }
     }

@@ -222,6 +222,13 @@ impl Session<'_> {
                 return Ok(step);
             }
         }
+        if let At::Entry(e) = self.state.threads[i].at {
+            if let Some(op) = self.take_point_before_marker(i, &e) {
+                // The release a parked breakpoint saw return, before its
+                // marker; the marker is handled when the thread runs next.
+                return self.sync_point(i, Some(op));
+            }
+        }
         match self.state.threads[i].at {
             At::Entry(e) if e.nr == libc::SYS_sched_yield => {
                 self.execute(i)?;
@@ -239,12 +246,6 @@ impl Session<'_> {
                 let start = e.args[0] as i64 == weft_record::event::SyncOp::FutexWaitStart as i64;
                 self.finish_syscall(i, i64::from(start))?;
                 Ok(Step::Stay)
-            }
-            At::Entry(e) if !self.state.threads[i].marked && self.point_before_marker(i, &e).is_some() => {
-                // The release a parked breakpoint saw return, before its
-                // marker; the marker is handled when the thread runs next.
-                self.state.threads[i].marked = true;
-                self.sync_point(i, self.point_before_marker(i, &e))
             }
             At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
             At::Entry(e) => self.event_point(i, Observed::Syscall(e)),
