@@ -127,7 +127,9 @@ fn a_deleted_or_rebuilt_executable_replays_with_the_recorded_stack() {
 /// Mappings recorded and replayed, never a record-time error: a file
 /// deleted before it is mapped, a memfd, /dev/zero private and shared, a
 /// file changed through a shared mapping and mapped again, a file mapping
-/// grown with mremap, and a large realloc.
+/// grown with mremap, and a large realloc; and a file mmap leaves the
+/// program's argument registers as the kernel did (a replay that left its
+/// own there kept a signal's recorded state from being found).
 #[test]
 fn deleted_device_shared_and_grown_mappings_replay() {
     let dir = scratch().join("mappings");
@@ -138,6 +140,7 @@ fn deleted_device_shared_and_grown_mappings_replay() {
     assert_eq!(
         String::from_utf8_lossy(&rec.stdout),
         "deleted file: gone from the directory\n\
+         after a raw mmap: argument registers kept\n\
          memfd: in a memfd\n\
          /dev/zero: 0 0 private zero page, shared zero page\n\
          shared before: AAAA written by write(2)\n\

@@ -1,20 +1,35 @@
 /* File mappings a replay must re-create: a file deleted before it is
  * mapped, a memfd, /dev/zero (private and shared), and a file mapped
  * shared, changed through the mapping, then mapped again, a file mapping
- * grown with mremap, and a large realloc (an anonymous mremap). argv[1] is a
- * directory to make the files in. */
+ * grown with mremap, and a large realloc (an anonymous mremap); and the
+ * argument registers of a file mmap, which the kernel preserves. argv[1] is
+ * a directory to make the files in. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static int file_with(const char *path, const char *text) {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     write(fd, text, strlen(text));
     return fd;
+}
+
+/* A raw mmap of fd: the kernel leaves every argument register as it was
+ * (only rax, rcx and r11 change), and code after a syscall may rely on it. */
+static void mmap_keeps_argument_registers(int fd) {
+    register long rax asm("rax") = SYS_mmap;
+    register long rdi asm("rdi") = 0;
+    register long r10 asm("r10") = MAP_PRIVATE;
+    register long r8 asm("r8") = fd;
+    register long r9 asm("r9") = 0;
+    asm volatile("syscall" : "+r"(rax), "+r"(rdi), "+r"(r10), "+r"(r8), "+r"(r9) : "S"(4096L), "d"((long)PROT_READ) : "rcx", "r11", "memory");
+    int kept = rdi == 0 && r10 == MAP_PRIVATE && r8 == fd && r9 == 0;
+    printf("after a raw mmap: %s\n", rax < 0 ? "failed" : kept ? "argument registers kept" : "argument registers changed");
 }
 
 int main(int argc, char **argv) {
@@ -26,6 +41,7 @@ int main(int argc, char **argv) {
     unlink(path);
     char *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
     printf("deleted file: %.23s\n", p);
+    mmap_keeps_argument_registers(fd);
     close(fd);
 
     fd = memfd_create("weft-test", 0);

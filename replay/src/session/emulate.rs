@@ -401,6 +401,12 @@ impl Session<'_> {
         t.regs.r9 = 0;
         ptrace::setregs(t.tid, t.regs)?;
         let got = self.execute(i)?.rax as i64;
+        // The kernel preserves argument registers: give back the program's
+        // own, which a later search for a signal's state compares (a stale
+        // r8 of -1 instead of the descriptor kept one from matching).
+        let t = &mut self.state.threads[i];
+        [t.regs.rdi, t.regs.r10, t.regs.r8, t.regs.r9] = [e.args[0], e.args[3], e.args[4], e.args[5]];
+        ptrace::setregs(t.tid, t.regs)?;
         if got != s.result {
             let what = s.file.as_ref().map_or("a shared or device mapping".into(), |f| String::from_utf8_lossy(&f.path).into_owned());
             let at = self.position(i);

@@ -58,6 +58,10 @@ pub(super) struct Hunt {
     hits: u64,
     /// Set when the search ended at a hit: whether the state matched.
     found: Option<bool>,
+    /// The hit closest to the recorded state so far (the fewest
+    /// differences): its number (from 1) and what differed, for the
+    /// warning when none matches.
+    closest: Option<(u64, Vec<String>)>,
 }
 
 impl Session<'_> {
@@ -94,7 +98,7 @@ impl Session<'_> {
         let tid = self.state.threads[i].tid;
         let label = self.trace.events[self.state.pos].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
-        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None });
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None });
         Ok(())
     }
 
@@ -136,22 +140,27 @@ impl Session<'_> {
     /// replay has gone [`Session::search_limit`] without progress.
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
-        let matched = same_state(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
+        let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
+        let matched = differing.is_empty();
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
+        if h.closest.as_ref().is_none_or(|(_, c)| differing.len() < c.len()) {
+            h.closest = Some((h.hits, differing));
+        }
         if !matched && !expired {
             return false;
         }
         h.found = Some(matched);
         if !matched {
             let signo = self.async_signal_due(i).map_or(0, |s| s.signo);
+            let (hits, (nearest, differing)) = self.hunt.as_ref().map_or((0, (0, vec![])), |h| (h.hits, h.closest.clone().unwrap_or_default()));
             eprintln!(
-                "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({} hits); delivered at a hit",
+                "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({hits} hits; the closest, hit {nearest}, differed in {}); delivered at a hit",
                 self.state.pos,
                 signal_name(signo),
                 self.search_limit().as_secs(),
-                self.hunt.as_ref().map_or(0, |h| h.hits),
+                differing.join(", "),
             );
         }
         let t = &mut self.state.threads[i];
@@ -177,14 +186,33 @@ impl Session<'_> {
     }
 }
 
-/// Whether a thread with registers `regs` is in the recorded state: the
-/// compared registers equal, and the hash of its stack (read by `stack`,
-/// only when they are; `None`: unreadable) too.
-fn same_state(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> bool {
+/// Names of the registers in `user_regs_struct` order.
+const REG_NAMES: [&str; 27] = [
+    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi", "orig_rax", "rip", "cs",
+    "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
+];
+
+/// What keeps a thread with registers `regs` from the recorded state:
+/// each compared register that differs, as `name (recorded 0x.., here
+/// 0x..)`, and `"stack"` when they all equal but the hash of its stack
+/// (read by `stack`, only then; `None`: unreadable) does not. Empty: the
+/// state matches.
+fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> Vec<String> {
     let now = tracee::regs_words(regs);
+    if recorded.regs.len() != now.len() {
+        return vec!["registers".into()];
+    }
     let flags = |w: &[u64], k: usize| if k == EFLAGS { w[k] & ARITHMETIC_FLAGS } else { w[k] };
-    let same = recorded.regs.len() == now.len() && COMPARED.iter().all(|&k| flags(&recorded.regs, k) == flags(&now, k));
-    same && stack().is_some_and(|bytes| HitState::new(vec![], &bytes).stack_hash == recorded.stack_hash)
+    let differing: Vec<_> = COMPARED
+        .iter()
+        .filter(|&&k| flags(&recorded.regs, k) != flags(&now, k))
+        .map(|&k| format!("{} (recorded {:#x}, here {:#x})", REG_NAMES[k], flags(&recorded.regs, k), flags(&now, k)))
+        .collect();
+    let same_stack = || stack().is_some_and(|bytes| HitState::new(vec![], &bytes).stack_hash == recorded.stack_hash);
+    if differing.is_empty() && !same_stack() {
+        return vec!["stack".into()];
+    }
+    differing
 }
 
 #[cfg(test)]
@@ -208,13 +236,15 @@ mod tests {
         let mut now = regs();
         now.orig_rax = 13;
         now.eflags |= 1 << 16; // RF, set by the kernel at a breakpoint hit
-        assert!(same_state(&recorded, &now, || Some(stack.clone())));
+        assert!(differences(&recorded, &now, || Some(stack.clone())).is_empty());
         now.rbx = 43;
-        assert!(!same_state(&recorded, &now, || Some(stack.clone())));
-        assert!(!same_state(&recorded, &regs(), || Some(vec![8u8; STACK_HASH_LEN])));
-        assert!(!same_state(&recorded, &regs(), || None));
+        now.rsp += 8;
+        let differing = differences(&recorded, &now, || Some(stack.clone()));
+        assert_eq!(differing, ["rbx (recorded 0x2a, here 0x2b)", "rsp (recorded 0x7ffe0000, here 0x7ffe0008)"]);
+        assert_eq!(differences(&recorded, &regs(), || Some(vec![8u8; STACK_HASH_LEN])), ["stack"]);
+        assert_eq!(differences(&recorded, &regs(), || None), ["stack"]);
         let mut zf = regs();
         zf.eflags &= !0x40;
-        assert!(!same_state(&recorded, &zf, || Some(stack.clone())));
+        assert_eq!(differences(&recorded, &zf, || Some(stack.clone())), ["eflags (recorded 0x44, here 0x4)"]);
     }
 }
