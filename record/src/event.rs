@@ -324,21 +324,16 @@ pub struct HitState {
     /// The general registers at the signal-delivery stop, in
     /// `user_regs_struct` order ([`crate::tracee::regs_words`]).
     pub regs: Vec<u64>,
-    /// xxh3-64 of the [`STACK_HASH_LEN`] bytes at rsp (the current stack
-    /// frame, where a loop counter kept in memory lives).
-    pub stack_hash: u64,
+    /// The [`STACK_LEN`] bytes at rsp (the current stack frame, where a
+    /// loop counter kept in memory lives), kept whole rather than hashed
+    /// so that a replay that cannot find the state can say which words
+    /// differ.
+    #[serde(with = "serde_bytes")]
+    pub stack: Vec<u8>,
 }
 
-/// How many bytes at rsp [`HitState::stack_hash`] covers.
-pub const STACK_HASH_LEN: usize = 512;
-
-impl HitState {
-    /// The state of a thread with registers `regs` whose
-    /// [`STACK_HASH_LEN`] bytes at rsp are `stack`.
-    pub fn new(regs: Vec<u64>, stack: &[u8]) -> Self {
-        HitState { regs, stack_hash: xxhash_rust::xxh3::xxh3_64(stack) }
-    }
-}
+/// How many bytes at rsp [`HitState::stack`] holds.
+pub const STACK_LEN: usize = 512;
 
 /// A syscall a signal interrupted: the kernel left one of its internal
 /// restart codes in rax, and on delivery either restarts the call or makes

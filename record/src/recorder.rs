@@ -657,8 +657,8 @@ impl Recorder {
     /// that hit user code, with registers `regs`; `None` when the stack at
     /// rsp cannot be read.
     fn hit_state(&self, pid: Pid, regs: &Regs) -> Result<Option<HitState>> {
-        let stack = self.mem(pid)?.read(regs.rsp, event::STACK_HASH_LEN).ok();
-        Ok(stack.map(|bytes| HitState::new(tracee::regs_words(regs), &bytes)))
+        let stack = self.mem(pid)?.read(regs.rsp, event::STACK_LEN).ok();
+        Ok(stack.map(|stack| HitState { regs: tracee::regs_words(regs), stack }))
     }
 
     /// rdtsc/rdtscp faulted (PR_TSC_SIGSEGV): execute it here, give the

@@ -3,14 +3,14 @@
 //! finds a moment again, by the thread's state.
 //!
 //! The recording logs, with such a signal, the thread's general registers
-//! where it hit and a hash of the stack frame at rsp
+//! where it hit and the 512 bytes of stack at rsp
 //! ([`weft_record::event::HitState`]). When that signal is the log's next
 //! event, its thread runs with an execution breakpoint in a free x86 debug
 //! register (Intel SDM vol. 3, §18.2: R/W 00, length 00, it traps before
 //! the instruction executes and leaves memory untouched) at the recorded
 //! pc. At each hit the registers are compared (all but `orig_rax` and the
 //! segment registers; eflags only in its arithmetic flags) and, when they
-//! match, the stack hash; on a match the signal is delivered right there.
+//! match, the stack bytes; on a match the signal is delivered right there.
 //! Hits that do not match continue. The thread passes its pthread
 //! synchronization points meanwhile (they are not logged events), but not
 //! a logged syscall, a fault or an rdtsc: the signal came before those in
@@ -27,7 +27,7 @@ use super::{At, Session};
 use anyhow::Result;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
-use weft_record::event::{signal_name, HitState, Signal, STACK_HASH_LEN};
+use weft_record::event::{signal_name, HitState, Signal};
 use weft_record::tracee::{self, Regs};
 
 /// The arithmetic flags of eflags (CF, PF, AF, ZF, SF, OF): the ones a
@@ -61,7 +61,7 @@ pub(super) struct Hunt {
     /// The hit closest to the recorded state so far (the fewest
     /// differences): its number (from 1) and what differed, for the
     /// warning when none matches.
-    closest: Option<(u64, Vec<String>)>,
+    closest: Option<(u64, Mismatch)>,
 }
 
 impl Session<'_> {
@@ -140,12 +140,12 @@ impl Session<'_> {
     /// replay has gone [`Session::search_limit`] without progress.
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
-        let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, STACK_HASH_LEN).ok());
-        let matched = differing.is_empty();
+        let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, recorded.stack.len()).ok());
+        let matched = differing.is_none();
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
-        if h.closest.as_ref().is_none_or(|(_, c)| differing.len() < c.len()) {
+        if h.closest.as_ref().is_none_or(|(_, c)| differing.closer_than(c)) {
             h.closest = Some((h.hits, differing));
         }
         if !matched && !expired {
@@ -154,13 +154,13 @@ impl Session<'_> {
         h.found = Some(matched);
         if !matched {
             let signo = self.async_signal_due(i).map_or(0, |s| s.signo);
-            let (hits, (nearest, differing)) = self.hunt.as_ref().map_or((0, (0, vec![])), |h| (h.hits, h.closest.clone().unwrap_or_default()));
+            let (hits, (nearest, differing)) = self.hunt.as_ref().map_or_else(Default::default, |h| (h.hits, h.closest.clone().unwrap_or_default()));
             eprintln!(
                 "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({hits} hits; the closest, hit {nearest}, differed in {}); delivered at a hit",
                 self.state.pos,
                 signal_name(signo),
                 self.search_limit().as_secs(),
-                differing.join(", "),
+                differing.describe(),
             );
         }
         let t = &mut self.state.threads[i];
@@ -192,27 +192,63 @@ const REG_NAMES: [&str; 27] = [
     "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
 ];
 
-/// What keeps a thread with registers `regs` from the recorded state:
-/// each compared register that differs, as `name (recorded 0x.., here
-/// 0x..)`, and `"stack"` when they all equal but the hash of its stack
-/// (read by `stack`, only then; `None`: unreadable) does not. Empty: the
-/// state matches.
-fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> Vec<String> {
+/// What keeps a breakpoint hit from the recorded state: the compared
+/// registers that differ, and, when none does, the 8-byte words of the
+/// stack that differ; each as `name (recorded 0x.., here 0x..)`.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Mismatch {
+    registers: Vec<String>,
+    stack: Vec<String>,
+}
+
+impl Mismatch {
+    /// Whether the state matches.
+    fn is_none(&self) -> bool {
+        self.registers.is_empty() && self.stack.is_empty()
+    }
+
+    /// Whether this hit is closer to the recorded state than `other`:
+    /// fewer registers differ, or as many and fewer stack words.
+    fn closer_than(&self, other: &Mismatch) -> bool {
+        (self.registers.len(), self.stack.len()) < (other.registers.len(), other.stack.len())
+    }
+
+    /// The differences, comma-separated.
+    fn describe(&self) -> String {
+        [&self.registers[..], &self.stack[..]].concat().join(", ")
+    }
+}
+
+/// What keeps a thread with registers `regs` from the recorded state: the
+/// compared registers that differ, and, when they all equal, the words of
+/// its stack (read by `stack`, only then; `None`: unreadable) that differ.
+fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> Mismatch {
     let now = tracee::regs_words(regs);
     if recorded.regs.len() != now.len() {
-        return vec!["registers".into()];
+        return Mismatch { registers: vec!["registers".into()], stack: vec![] };
     }
     let flags = |w: &[u64], k: usize| if k == EFLAGS { w[k] & ARITHMETIC_FLAGS } else { w[k] };
-    let differing: Vec<_> = COMPARED
+    let registers: Vec<_> = COMPARED
         .iter()
         .filter(|&&k| flags(&recorded.regs, k) != flags(&now, k))
         .map(|&k| format!("{} (recorded {:#x}, here {:#x})", REG_NAMES[k], flags(&recorded.regs, k), flags(&now, k)))
         .collect();
-    let same_stack = || stack().is_some_and(|bytes| HitState::new(vec![], &bytes).stack_hash == recorded.stack_hash);
-    if differing.is_empty() && !same_stack() {
-        return vec!["stack".into()];
+    if !registers.is_empty() {
+        return Mismatch { registers, stack: vec![] };
     }
-    differing
+    let Some(bytes) = stack().filter(|b| b.len() == recorded.stack.len()) else {
+        return Mismatch { registers, stack: vec!["stack (unreadable)".into()] };
+    };
+    let word = |w: &[u8]| w.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64);
+    let stack = recorded
+        .stack
+        .chunks(8)
+        .zip(bytes.chunks(8))
+        .enumerate()
+        .filter(|(_, (r, h))| r != h)
+        .map(|(k, (r, h))| format!("stack at rsp+{:#x} (recorded {:#x}, here {:#x})", k * 8, word(r), word(h)))
+        .collect();
+    Mismatch { registers, stack }
 }
 
 #[cfg(test)]
@@ -231,20 +267,26 @@ mod tests {
 
     #[test]
     fn matches_registers_and_stack_ignoring_kernel_state() {
-        let stack = vec![7u8; STACK_HASH_LEN];
-        let recorded = HitState::new(tracee::regs_words(&regs()), &stack);
+        let stack = vec![7u8; 512];
+        let recorded = HitState { regs: tracee::regs_words(&regs()), stack: stack.clone() };
         let mut now = regs();
         now.orig_rax = 13;
         now.eflags |= 1 << 16; // RF, set by the kernel at a breakpoint hit
-        assert!(differences(&recorded, &now, || Some(stack.clone())).is_empty());
+        assert!(differences(&recorded, &now, || Some(stack.clone())).is_none());
         now.rbx = 43;
         now.rsp += 8;
-        let differing = differences(&recorded, &now, || Some(stack.clone()));
-        assert_eq!(differing, ["rbx (recorded 0x2a, here 0x2b)", "rsp (recorded 0x7ffe0000, here 0x7ffe0008)"]);
-        assert_eq!(differences(&recorded, &regs(), || Some(vec![8u8; STACK_HASH_LEN])), ["stack"]);
-        assert_eq!(differences(&recorded, &regs(), || None), ["stack"]);
+        let two_registers = differences(&recorded, &now, || Some(stack.clone()));
+        assert_eq!(two_registers.describe(), "rbx (recorded 0x2a, here 0x2b), rsp (recorded 0x7ffe0000, here 0x7ffe0008)");
+        let mut other = stack.clone();
+        other[17] = 8;
+        let one_word = differences(&recorded, &regs(), || Some(other));
+        assert_eq!(one_word.describe(), "stack at rsp+0x10 (recorded 0x707070707070707, here 0x707070707070807)");
+        assert!(one_word.closer_than(&two_registers));
+        assert_eq!(differences(&recorded, &regs(), || None).describe(), "stack (unreadable)");
         let mut zf = regs();
         zf.eflags &= !0x40;
-        assert_eq!(differences(&recorded, &zf, || Some(stack.clone())), ["eflags (recorded 0x44, here 0x4)"]);
+        let flag = differences(&recorded, &zf, || Some(stack.clone()));
+        assert_eq!(flag.describe(), "eflags (recorded 0x44, here 0x4)");
+        assert!(flag.closer_than(&two_registers) && !one_word.closer_than(&one_word));
     }
 }
