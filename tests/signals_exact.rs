@@ -22,9 +22,11 @@ fn timer_signal_ends_a_counting_loop_at_the_recorded_iteration() {
 /// `openssl speed` forks two children that each count SHA-256 hashes of
 /// 16-byte buffers for a second, until SIGALRM; the replay is valid and
 /// the parent prints the recorded counts again. One buffer size keeps the
-/// test to two signals: each is found after some 4.5 million stops at its
-/// breakpoint (every iteration of the hashing loop), minutes of replay
-/// (all six sizes take about six times as long). The children's lines
+/// test to two signals. Each child's loop runs millions of times before
+/// its signal; the search finds the loop's counter in the stack frame and
+/// runs without stopping until it is close (stopping at every iteration,
+/// at some 30 us a stop, took longer than the search may and failed the
+/// test on recordings whose children counted past 10 million). The children's lines
 /// starting with `+` go to the parent through pipes in the recording but
 /// reach the replay's stdout (process trees replay pipes between processes
 /// as logged input), so they are left out of the comparison.

@@ -64,17 +64,30 @@ impl Clock {
     }
 }
 
+/// How often the watchdog looks at the replay, when no slice ends sooner.
+const TICK: Duration = Duration::from_millis(50);
+
 impl Watchdog {
     /// Starts the watchdog thread with a limit of `limit` without progress.
     pub fn start(limit: Duration) -> Self {
         let clock: Arc<Mutex<Clock>> = Arc::default();
         let fired = Arc::new(AtomicBool::new(false));
         let (c, f) = (Arc::downgrade(&clock), fired.clone());
+        let (mut nap, mut short) = (TICK.min(limit), 0u32);
         std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(50).min(limit));
+            std::thread::sleep(nap);
             let Some(clock) = c.upgrade() else { return };
-            let guard = clock.lock().unwrap_or_else(|e| e.into_inner());
-            let mut guard = guard;
+            let mut guard = clock.lock().unwrap_or_else(|e| e.into_inner());
+            // Short slices (a signal search skipping hits, one after the
+            // other) end on time: the watchdog looks every millisecond
+            // while they last, and for 100 looks after the latest.
+            short = match guard.slice {
+                Some((_, d)) if d < TICK => 100,
+                Some(_) => 0,
+                None => short.saturating_sub(1),
+            };
+            let left = guard.slice.map_or(Duration::ZERO, |(since, d)| d.saturating_sub(since.elapsed()));
+            nap = if short > 0 { left.clamp(Duration::from_millis(1), TICK) } else { TICK }.min(limit);
             if let Some(tid) = guard.armed {
                 if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
                     stop(tid);

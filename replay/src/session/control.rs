@@ -52,7 +52,8 @@ impl Session<'_> {
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
-                    self.watchdog.arm(tid, self.parkable(i).then_some(super::PARK_AFTER));
+                    let slice = self.skip_slice(i).or_else(|| self.parkable(i).then_some(super::PARK_AFTER));
+                    self.watchdog.arm(tid, slice);
                     ptrace::syscall(tid, sig)?;
                     let status = waitpid(tid, Some(WaitPidFlag::__WALL));
                     let fired = self.watchdog.disarm();
@@ -103,6 +104,10 @@ impl Session<'_> {
                 }
                 WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
+                }
+                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if self.skip_slice(i).is_some() && self.watchdog.sliced(tid) => {
+                    self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    self.skip_sample(i)?;
                 }
                 WaitStatus::Stopped(_, NixSignal::SIGSTOP) if self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;

@@ -11,7 +11,14 @@
 //! pc. At each hit the registers are compared (all but `orig_rax` and the
 //! segment registers; eflags only in its arithmetic flags) and, when they
 //! match, the stack bytes; on a match the signal is delivered right there.
-//! Hits that do not match continue. The thread passes its pthread
+//! Hits that do not match continue. A loop that counts in its stack frame
+//! until the signal (a benchmark's iterations) is not stopped at every
+//! iteration: when two consecutive hits differ from the recorded state
+//! only in one stack word, one apart, that word is the loop's counter, and
+//! the thread runs without the breakpoint, in watchdog slices that read
+//! the counter, until it is a few milliseconds of running short of the
+//! recorded value ([`Skip`]); the breakpoint then finds the hit. The
+//! thread passes its pthread
 //! synchronization points meanwhile (they are not logged events), but not
 //! a logged syscall, a fault or an rdtsc: the signal came before those in
 //! the recording, so reaching one first means this replay cannot find the
@@ -25,6 +32,7 @@
 use super::traps;
 use super::{At, Session};
 use anyhow::Result;
+use std::time::{Duration, Instant};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use weft_record::event::{signal_name, HitState, Signal};
@@ -44,6 +52,38 @@ const EFLAGS: usize = 18;
 /// would stop the thread.
 const SEARCH_SHARE: u32 = 9;
 
+/// The first slice a thread runs for without the breakpoint once its
+/// loop counter is known, to measure the loop's rate: at most some
+/// millions of iterations, fewer than [`MIN_SKIP`].
+const FIRST_SLICE: Duration = Duration::from_millis(1);
+/// The breakpoint goes back when the counter is less than this many
+/// slices of running short of the recorded value: a slice may run a
+/// little longer than asked (the watchdog's stop takes effect at the
+/// thread's next tick).
+const CLOSE: Duration = Duration::from_millis(20);
+/// The fewest iterations left for which the thread runs without the
+/// breakpoint: below, the hits cost less than half a minute (some 30 us of
+/// ptrace stops each), and a first slice would risk passing the count.
+const MIN_SKIP: u64 = 1_000_000;
+
+/// A loop counter found in the hunt thread's stack frame: the word at
+/// `addr` differed from the recorded state at two consecutive hits, with
+/// values one apart, and nothing else did. The thread runs without the
+/// breakpoint while the counter is far from `target`.
+#[derive(Debug, Clone)]
+struct Skip {
+    /// Address of the counter (the recorded rsp plus its offset).
+    addr: u64,
+    /// Its recorded value.
+    target: u64,
+    /// Its value, and the time, when the skip began: the loop's rate.
+    start: (u64, Instant),
+    /// Its value at the latest slice's end.
+    last: u64,
+    /// How long the next slice runs.
+    slice: Duration,
+}
+
 /// A search for the moment an asynchronous signal hit: its execution
 /// breakpoint, armed in one thread, and how the search ended.
 #[derive(Debug, Clone)]
@@ -62,6 +102,16 @@ pub(super) struct Hunt {
     /// differences): its number (from 1) and what differed, for the
     /// warning when none matches.
     closest: Option<(u64, Mismatch)>,
+    /// The latest hit that differed only in one stack word: the word's
+    /// offset from rsp and its value there.
+    single: Option<(usize, u64)>,
+    /// Set while the thread runs without the breakpoint.
+    skip: Option<Skip>,
+    /// A skip took place: the hunt skips once, then searches hit by hit.
+    skipped: bool,
+    /// The counter passed its recorded value while skipping: the recorded
+    /// state cannot come, and the search ends at the next hit.
+    passed: bool,
 }
 
 impl Session<'_> {
@@ -98,7 +148,7 @@ impl Session<'_> {
         let tid = self.state.threads[i].tid;
         let label = self.trace.events[self.state.pos].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
-        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None });
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None, single: None, skip: None, skipped: false, passed: false });
         Ok(())
     }
 
@@ -145,10 +195,17 @@ impl Session<'_> {
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
+        let counter = h.counter(&differing, regs.rsp);
         if h.closest.as_ref().is_none_or(|(_, c)| differing.closer_than(c)) {
             h.closest = Some((h.hits, differing));
         }
-        if !matched && !expired {
+        if !matched && !expired && !h.passed {
+            if let Some(skip) = counter {
+                h.skip = Some(skip);
+                // The thread runs on without the breakpoint; a thread that
+                // is gone is the next stop's to report.
+                let _ = self.watchpoints.apply(h.tid);
+            }
             return false;
         }
         h.found = Some(matched);
@@ -175,14 +232,67 @@ impl Session<'_> {
         self.opts.livelock_timeout * SEARCH_SHARE / 10
     }
 
+    /// How long thread `i` may run before the watchdog stops it for the
+    /// hunt: a slice while it skips hits, else `None`.
+    pub(super) fn skip_slice(&self, i: usize) -> Option<Duration> {
+        self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.slice)
+    }
+
+    /// Thread `i`, skipping hits, was stopped at the end of its slice:
+    /// reads its counter and sets the next slice, or puts the breakpoint
+    /// back when the counter is close to (or past, or no longer counting
+    /// towards) the recorded value. Errors: ptrace, an unreadable counter.
+    pub(super) fn skip_sample(&mut self, i: usize) -> Result<()> {
+        let Some(addr) = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.addr) else {
+            return Ok(());
+        };
+        let value = self.mem(i).read_u64(addr)?;
+        let Some(h) = self.hunt.as_mut() else { return Ok(()) };
+        let Some(skip) = h.skip.as_mut() else { return Ok(()) };
+        let counting = value >= skip.last && value < skip.target;
+        let rate = (value - skip.start.0.min(value)) as f64 / skip.start.1.elapsed().as_secs_f64().max(1e-6);
+        let left = Duration::from_secs_f64((skip.target.saturating_sub(value)) as f64 / rate.max(1.0));
+        if counting && left >= CLOSE {
+            skip.last = value;
+            skip.slice = left / 4;
+            return Ok(());
+        }
+        h.passed = value >= skip.target;
+        h.skip = None;
+        let (tid, slot, label) = (h.tid, h.slot, self.trace.events[h.event].label);
+        self.watchpoints.apply_with_breakpoint(tid, slot, label)
+    }
+
     /// Whether thread `i`'s execution breakpoint (a search's) is at `pc`.
     pub(super) fn hunt_at(&self, i: usize, pc: u64) -> bool {
-        self.hunt.as_ref().is_some_and(|h| h.tid == self.state.threads[i].tid && self.trace.events[h.event].label == pc)
+        self.hunt.as_ref().is_some_and(|h| h.tid == self.state.threads[i].tid && h.skip.is_none() && self.trace.events[h.event].label == pc)
     }
 
     /// Whether hunt `h` searches for the log's next event in thread `i`.
     fn is_current(&self, h: &Hunt, i: usize) -> bool {
         h.tid == self.state.threads[i].tid && h.event == self.state.pos
+    }
+}
+
+impl Hunt {
+    /// After a hit that differed by `d` from the recorded state, with the
+    /// thread's rsp `rsp`: the loop counter to skip hits by, when this hit
+    /// and the latest such one before (other hits of the same pc, in other
+    /// calls, may come between) differed only in the same stack word, by
+    /// one iteration, and the recorded value is at least [`MIN_SKIP`]
+    /// ahead.
+    fn counter(&mut self, d: &Mismatch, rsp: u64) -> Option<Skip> {
+        let [(offset, recorded, here)] = d.stack[..] else { return None };
+        let previous = self.single.replace((offset, here));
+        let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
+        let far = recorded > here.saturating_add(MIN_SKIP);
+        (counts && far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
+            addr: rsp + offset as u64,
+            target: recorded,
+            start: (here, Instant::now()),
+            last: here,
+            slice: FIRST_SLICE,
+        })
     }
 }
 
@@ -198,24 +308,31 @@ const REG_NAMES: [&str; 27] = [
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Mismatch {
     registers: Vec<String>,
-    stack: Vec<String>,
+    /// Differing stack words: offset from rsp in bytes, the recorded
+    /// value and the value here.
+    stack: Vec<(usize, u64, u64)>,
+    /// The stack could not be read.
+    unreadable: bool,
 }
 
 impl Mismatch {
     /// Whether the state matches.
     fn is_none(&self) -> bool {
-        self.registers.is_empty() && self.stack.is_empty()
+        self.registers.is_empty() && self.stack.is_empty() && !self.unreadable
     }
 
     /// Whether this hit is closer to the recorded state than `other`:
     /// fewer registers differ, or as many and fewer stack words.
     fn closer_than(&self, other: &Mismatch) -> bool {
-        (self.registers.len(), self.stack.len()) < (other.registers.len(), other.stack.len())
+        let size = |m: &Mismatch| (m.registers.len(), m.stack.len() + m.unreadable as usize);
+        size(self) < size(other)
     }
 
     /// The differences, comma-separated.
     fn describe(&self) -> String {
-        [&self.registers[..], &self.stack[..]].concat().join(", ")
+        let words = self.stack.iter().map(|(k, r, h)| format!("stack at rsp+{k:#x} (recorded {r:#x}, here {h:#x})"));
+        let unreadable = self.unreadable.then(|| "stack (unreadable)".to_string());
+        self.registers.iter().cloned().chain(words).chain(unreadable).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -225,7 +342,7 @@ impl Mismatch {
 fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<Vec<u8>>) -> Mismatch {
     let now = tracee::regs_words(regs);
     if recorded.regs.len() != now.len() {
-        return Mismatch { registers: vec!["registers".into()], stack: vec![] };
+        return Mismatch { registers: vec!["registers".into()], ..Default::default() };
     }
     let flags = |w: &[u64], k: usize| if k == EFLAGS { w[k] & ARITHMETIC_FLAGS } else { w[k] };
     let registers: Vec<_> = COMPARED
@@ -234,10 +351,10 @@ fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<
         .map(|&k| format!("{} (recorded {:#x}, here {:#x})", REG_NAMES[k], flags(&recorded.regs, k), flags(&now, k)))
         .collect();
     if !registers.is_empty() {
-        return Mismatch { registers, stack: vec![] };
+        return Mismatch { registers, ..Default::default() };
     }
     let Some(bytes) = stack().filter(|b| b.len() == recorded.stack.len()) else {
-        return Mismatch { registers, stack: vec!["stack (unreadable)".into()] };
+        return Mismatch { registers, unreadable: true, ..Default::default() };
     };
     let word = |w: &[u8]| w.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64);
     let stack = recorded
@@ -246,9 +363,9 @@ fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<
         .zip(bytes.chunks(8))
         .enumerate()
         .filter(|(_, (r, h))| r != h)
-        .map(|(k, (r, h))| format!("stack at rsp+{:#x} (recorded {:#x}, here {:#x})", k * 8, word(r), word(h)))
+        .map(|(k, (r, h))| (k * 8, word(r), word(h)))
         .collect();
-    Mismatch { registers, stack }
+    Mismatch { registers, stack, unreadable: false }
 }
 
 #[cfg(test)]
@@ -263,6 +380,27 @@ mod tests {
         r.rbx = 42;
         r.eflags = 0x246;
         r
+    }
+
+    #[test]
+    fn a_lone_stack_word_one_further_at_each_hit_is_a_counter_to_skip_by() {
+        let mut h = Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, skip: None, skipped: false, passed: false };
+        let counting = |here: u64| Mismatch { stack: vec![(0xb0, 5_000_000, here)], ..Default::default() };
+        let mut hit = |h: &mut Hunt, d: Mismatch| {
+            h.hits += 1;
+            h.counter(&d, 0x7ffe0000).map(|s| (s.addr, s.target, s.last))
+        };
+        assert_eq!(hit(&mut h, counting(1)), None, "one hit is no count");
+        assert_eq!(hit(&mut h, counting(3)), None, "two apart is no count");
+        assert_eq!(hit(&mut h, counting(4)), Some((0x7ffe00b0, 5_000_000, 4)));
+        assert_eq!(hit(&mut h, counting(5)), None, "a hunt skips once");
+        let mut h = Hunt { skipped: false, single: None, ..h };
+        let two_words = Mismatch { stack: vec![(0xb0, 5_000_000, 7), (0xb8, 1, 2)], ..Default::default() };
+        assert_eq!(hit(&mut h, counting(6)), None);
+        assert_eq!(hit(&mut h, two_words), None, "another word differs too");
+        assert_eq!(h.single, Some((0xb0, 6)), "a hit that differs more is another call's");
+        assert_eq!(hit(&mut h, counting(4_500_000)), None);
+        assert_eq!(hit(&mut h, counting(4_500_001)), None, "too close to the recorded count to skip");
     }
 
     #[test]
