@@ -13,8 +13,8 @@
 //! match, the stack bytes; on a match the signal is delivered right there.
 //! Hits that do not match continue. A loop that counts in its stack frame
 //! until the signal (a benchmark's iterations) is not stopped at every
-//! iteration: when two consecutive hits differ from the recorded state
-//! only in one stack word, one apart, that word is the loop's counter, and
+//! iteration: when two hits differ from the recorded state only in the
+//! same stack word, one apart, that word is the loop's counter, and
 //! the thread runs without the breakpoint, in watchdog slices that read
 //! the counter, until it is a few milliseconds of running short of the
 //! recorded value ([`Skip`]); the breakpoint then finds the hit. The
@@ -56,10 +56,10 @@ const SEARCH_SHARE: u32 = 9;
 /// loop counter is known, to measure the loop's rate: at most some
 /// millions of iterations, fewer than [`MIN_SKIP`].
 const FIRST_SLICE: Duration = Duration::from_millis(1);
-/// The breakpoint goes back when the counter is less than this many
-/// slices of running short of the recorded value: a slice may run a
-/// little longer than asked (the watchdog's stop takes effect at the
-/// thread's next tick).
+/// The breakpoint goes back when the counter is less than this much
+/// running time short of the recorded value, at the loop's measured rate:
+/// a slice may run a little longer than asked (the watchdog looks every
+/// millisecond, and its stop takes effect at the thread's next tick).
 const CLOSE: Duration = Duration::from_millis(20);
 /// The fewest iterations left for which the thread runs without the
 /// breakpoint: below, the hits cost less than half a minute (some 30 us of
@@ -67,8 +67,8 @@ const CLOSE: Duration = Duration::from_millis(20);
 const MIN_SKIP: u64 = 1_000_000;
 
 /// A loop counter found in the hunt thread's stack frame: the word at
-/// `addr` differed from the recorded state at two consecutive hits, with
-/// values one apart, and nothing else did. The thread runs without the
+/// `addr` differed from the recorded state at two hits, with values one
+/// apart, and nothing else did. The thread runs without the
 /// breakpoint while the counter is far from `target`.
 #[derive(Debug, Clone)]
 struct Skip {
