@@ -143,9 +143,10 @@ enum At {
     /// Released from a futex wait; the syscall returns this value.
     Woken(i64),
     /// Set aside: it ran on past [`PARK_AFTER`] without a scheduling
-    /// point, has no logged event left, and the log's next event belongs
-    /// to another thread that could run (a thread that spins until its
-    /// process is killed, as the recorded one was). It runs again only
+    /// point while the log's next event belonged to another thread that
+    /// could run (a thread that spins until its process is killed, as the
+    /// recorded one was, or one that computes for long after its last
+    /// event). It runs again when its own event is the log's next, or
     /// when no other thread can, so it cannot hold the others up on one
     /// core.
     Parked,
@@ -153,8 +154,8 @@ enum At {
     Exited,
 }
 
-/// How long a thread with no logged event left may run without a
-/// scheduling point before it is parked ([`At::Parked`]).
+/// How long a thread may run without a scheduling point, while another
+/// thread's event is due, before it is parked ([`At::Parked`]).
 const PARK_AFTER: Duration = Duration::from_millis(200);
 
 /// A syscall entry as observed in the replay.

@@ -181,11 +181,12 @@ impl Session<'_> {
     }
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too
-    /// long: it has no logged event left, and the thread of the log's next
-    /// event is another one that can run now.
+    /// long: the thread of the log's next event is another one that can
+    /// run now (on one core, a thread that computes for long after its
+    /// last event, with no scheduling point on the way, would hold it up;
+    /// in the recording both ran at once).
     fn parkable(&self, i: usize) -> bool {
-        let ends = |k: usize| !matches!(self.trace.events.get(k).map(|e| &e.kind), Some(kind) if !matches!(kind, weft_record::EventKind::End(_)));
-        ends(self.next_event_of(self.state.threads[i].rec)) && self.next_owner().is_some_and(|j| j != i && self.runnable(j))
+        self.next_owner().is_some_and(|j| j != i && self.runnable(j))
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

@@ -469,6 +469,10 @@ impl Session<'_> {
     /// event comes first in the log (seed 000's deterministic next thread);
     /// else a deadlock.
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
+        if let Some(j) = self.next_owner().filter(|&j| self.state.threads[j].at == At::Parked) {
+            // Its turn has come.
+            self.state.threads[j].at = At::Ready;
+        }
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
             return Ok(j);
         }
@@ -497,7 +501,7 @@ impl Session<'_> {
             At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
             At::Exited => "exited".to_string(),
-            At::Parked => "parked (it spun with no logged event left)".to_string(),
+            At::Parked => "parked (it ran on without a scheduling point while another thread's event was due)".to_string(),
         };
         format!("thread {} (pc {:#x}): {state}", t.rec, t.regs.rip)
     }
