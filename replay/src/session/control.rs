@@ -358,6 +358,23 @@ impl Session<'_> {
         Ok(regs)
     }
 
+    /// Runs the syscall thread `i` is entering (`e`) with argument
+    /// registers changed by `change`, then gives the program its own back:
+    /// the kernel preserves them, and a replay's (a tid, an anonymous
+    /// mapping's flags) must not stay where the program, or a search for
+    /// a signal's state, may look. Returns the registers at exit, rax the
+    /// result. Errors: ptrace.
+    pub(super) fn execute_changed(&mut self, i: usize, e: &Entry, change: impl FnOnce(&mut Regs)) -> Result<Regs> {
+        let t = &mut self.state.threads[i];
+        change(&mut t.regs);
+        ptrace::setregs(t.tid, t.regs)?;
+        let exit = self.execute(i)?;
+        let t = &mut self.state.threads[i];
+        [t.regs.rdi, t.regs.rsi, t.regs.rdx, t.regs.r10, t.regs.r8, t.regs.r9] = e.args;
+        ptrace::setregs(t.tid, t.regs)?;
+        Ok(exit)
+    }
+
     pub(super) fn set_result(&mut self, i: usize, result: i64) -> Result<()> {
         let t = &mut self.state.threads[i];
         t.regs.rax = result as u64;

@@ -394,19 +394,8 @@ impl Session<'_> {
         }
         let addr = s.result as u64;
         let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
-        let t = &mut self.state.threads[i];
-        t.regs.rdi = addr;
-        t.regs.r10 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed) as u64;
-        t.regs.r8 = u64::MAX;
-        t.regs.r9 = 0;
-        ptrace::setregs(t.tid, t.regs)?;
-        let got = self.execute(i)?.rax as i64;
-        // The kernel preserves argument registers: give back the program's
-        // own, which a later search for a signal's state compares (a stale
-        // r8 of -1 instead of the descriptor kept one from matching).
-        let t = &mut self.state.threads[i];
-        [t.regs.rdi, t.regs.r10, t.regs.r8, t.regs.r9] = [e.args[0], e.args[3], e.args[4], e.args[5]];
-        ptrace::setregs(t.tid, t.regs)?;
+        let anonymous = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed) as u64;
+        let got = self.execute_changed(i, e, |r| [r.rdi, r.r10, r.r8, r.r9] = [addr, anonymous, u64::MAX, 0])?.rax as i64;
         if got != s.result {
             let what = s.file.as_ref().map_or("a shared or device mapping".into(), |f| String::from_utf8_lossy(&f.path).into_owned());
             let at = self.position(i);
@@ -476,17 +465,12 @@ impl Session<'_> {
         let Some((first, second)) = ids else {
             return self.finish_syscall(i, s.result);
         };
-        let t = &mut self.state.threads[i];
-        t.regs.rdi = first.as_raw() as u64;
-        if let Some(tid) = second {
-            t.regs.rsi = tid.as_raw() as u64;
-        }
-        ptrace::setregs(t.tid, t.regs)?;
-        self.execute(i)?;
-        // The kernel preserves argument registers: give back the recorded
-        // ids, so that no replay tid stays in the program's registers.
-        let t = &mut self.state.threads[i];
-        [t.regs.rdi, t.regs.rsi] = [e.args[0], e.args[1]];
+        self.execute_changed(i, e, |r| {
+            r.rdi = first.as_raw() as u64;
+            if let Some(tid) = second {
+                r.rsi = tid.as_raw() as u64;
+            }
+        })?;
         self.set_result(i, s.result)?;
         // Another process killed: reaped now, before anything asks its
         // threads for their state.
