@@ -10,6 +10,11 @@ fn main() {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .args(["-O2", "-g0", "-fPIC", "-shared", "-Wall", "-Wextra", "-fno-stack-protector"])
+        // No vector registers in the runtime's code, and its loops stay
+        // loops, not libc calls (weft_runtime.c, copy_bytes); no red zone,
+        // since its inline assembly calls the syscall sites (a call pushes
+        // its return address where a leaf function keeps its red zone).
+        .args(["-mgeneral-regs-only", "-fno-tree-loop-distribute-patterns", "-mno-red-zone"])
         .args(["-Wl,-z,now", "-Wl,--hash-style=both", "-o"])
         .arg(&so)
         .arg("runtime/weft_runtime.c")

@@ -117,3 +117,28 @@ fn shared_memory_is_not_checkpointed() {
     let resumed = replayer.replay(&opts(schedule)).unwrap();
     same(&fresh, &resumed, &format!("sync<{},{}>", mid.n, mid.switchable[0].tid));
 }
+
+/// Memory that madvise keeps out of forks is in a checkpoint all the
+/// same (MADV_DONTFORK: V8 marks its heap so, and node's resumed replays
+/// crashed), and a process with wipe-on-fork memory takes no checkpoint
+/// while its own fork child still finds the page zeroed. As above, a
+/// preemption mid-count makes the second replay resume from a checkpoint.
+#[test]
+fn memory_kept_out_of_forks_resumes_exactly() {
+    for (advice, child) in [("dontfork", ""), ("wipeonfork", "child sees 0\n")] {
+        let dir = trace_dir(&format!("checkpoint-{advice}"));
+        let rec = record_with(&dir, &["--no-inprocess"], &[program("forkadvice").to_str().unwrap(), advice], Stdio::null());
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), format!("total=200\n{child}"), "{}", err(&rec));
+        let trace = Trace::open(&dir).unwrap();
+        let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+        let first = replayer.replay(&opts(Schedule::default())).unwrap();
+        assert!(matches!(first.outcome, weft_replay::Outcome::Valid { .. }), "{advice}: {:?}", first.outcome);
+        let switchable: Vec<_> = first.sync_trace.iter().filter(|r| !r.switchable.is_empty()).collect();
+        let mid = switchable.get(switchable.len() / 2).expect("a switchable point");
+        let schedule = Schedule::new(vec![Preemption { sync: mid.n, to: mid.switchable[0].tid }]);
+        let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
+        let resumed = replayer.replay(&opts(schedule)).unwrap();
+        assert!(matches!(fresh.outcome, weft_replay::Outcome::Valid { .. }), "{advice}: {:?}", fresh.outcome);
+        same(&fresh, &resumed, &format!("{advice}: sync<{},{}>", mid.n, mid.switchable[0].tid));
+    }
+}

@@ -396,7 +396,7 @@ impl Search<'_> {
         self.attempts += 1;
         let report = self.replayer.replay(&opts)?;
         self.resumed += usize::from(report.resumed_at.is_some());
-        tracing::debug!(attempt = self.attempts, ?preemptions, resumed_at = report.resumed_at, reached = reached(&report.outcome), "replayed");
+        tracing::debug!(attempt = self.attempts, ?preemptions, resumed_at = report.resumed_at, reached = reached(&report.outcome), outcome = ?report.outcome, "replayed");
         self.echo_from = self.echo_from.max(reached(&report.outcome));
         Ok(report)
     }

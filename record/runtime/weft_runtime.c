@@ -52,6 +52,14 @@
  * runs other code in a replay than in the recording (markers instead of
  * records), and a signal that hits the program right after a call is
  * found again by matching its registers (weft's exact signal delivery). */
+/* Each stub then zeroes the SCRUB_BYTES of stack below the caller's frame,
+ * where the runtime's frames were: a recording's buffered call runs deeper
+ * code there (it logs) than its replay, and what it leaves in the slots a
+ * later frame of the program does not initialize would differ from the
+ * replay's at a signal's hit (weft compares 512 bytes of stack too). The
+ * runtime's deepest path (a buffered call and its log) takes under 1 KiB. */
+#define SCRUB_BYTES "1024"
+#define SCRUB_WORDS "128"
 /* Each stub also sets the thread's phase (struct thread, at offset 12 of
  * weft_thread_self, initial-exec TLS) to BEFORE as it enters and to AFTER
  * once the function returned; r11 is free at a call and at a return. */
@@ -63,6 +71,8 @@
     __asm__(".text\n.globl " #name "\n.type " #name ",@function\n" #name ":\n"      \
             ".cfi_startproc\n" SET_PHASE(WEFT_PHASE_BEFORE) "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" \
             "call impl_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n"          \
+            "mov %rax, %rdx\nlea -" SCRUB_BYTES "(%rsp), %rdi\nmov $" SCRUB_WORDS ", %ecx\n" \
+            "xor %eax, %eax\nrep stosq\nmov %rdx, %rax\n"                           \
             SET_PHASE(WEFT_PHASE_AFTER) widen                                                         \
             "xor %ecx, %ecx\nxor %edx, %edx\nxor %esi, %esi\nxor %edi, %edi\n"        \
             "xor %r8d, %r8d\nxor %r9d, %r9d\nxor %r10d, %r10d\nxor %r11d, %r11d\n"    \
@@ -258,11 +268,32 @@ static unsigned long next_seq(void) {
     return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
 }
 
+/* Byte copies and fills for the records. The runtime is built with
+ * -mgeneral-regs-only and calls no libc string function on the logging
+ * path: only a recording logs, and what libc's vector code left in the
+ * xmm/ymm registers would outlive the call (a later lazy binding or
+ * signal frame saves them on the stack), unlike in the replay. */
+static void copy_bytes(void *to, const void *from, unsigned long n) {
+    __asm__ volatile("rep movsb" : "+D"(to), "+S"(from), "+c"(n) : : "memory");
+}
+
+static void zero_bytes(void *to, unsigned long n) {
+    __asm__ volatile("rep stosb" : "+D"(to), "+c"(n) : "a"(0) : "memory");
+}
+
+static unsigned long length(const char *s) {
+    unsigned long n = 0;
+    while (s[n]) {
+        n++;
+    }
+    return n;
+}
+
 /* Logs a buffered syscall with its path (NULL: none, or a NULL pointer) and the chunks it
  * wrote. Calls too large for a slot are not made here (callers check). */
 static void log_syscall(unsigned long seq, long nr, const long a[6], long result, const char *path,
                         const struct chunk *chunks, int n) {
-    unsigned long plen = path ? strlen(path) : 0;
+    unsigned long plen = path ? length(path) : 0;
     unsigned long size = sizeof(struct weft_record) + ALIGN8(plen);
     for (int i = 0; i < n; i++) {
         size += 16 + ALIGN8(chunks[i].len);
@@ -278,12 +309,12 @@ static void log_syscall(unsigned long seq, long nr, const long a[6], long result
     r->result = result;
     r->path_len = path ? (unsigned int)plen : WEFT_NO_PATH;
     p += sizeof *r;
-    memcpy(p, path, plen);
+    copy_bytes(p, path, plen);
     p += ALIGN8(plen);
     for (int i = 0; i < n; i++) {
         unsigned long head[2] = {(unsigned long)chunks[i].addr, chunks[i].len};
-        memcpy(p, head, 16);
-        memcpy(p + 16, chunks[i].addr, chunks[i].len);
+        copy_bytes(p, head, 16);
+        copy_bytes(p + 16, chunks[i].addr, chunks[i].len);
         p += 16 + ALIGN8(chunks[i].len);
     }
     commit(size);
@@ -324,7 +355,7 @@ static long with_errno(long r) {
 static void sync_record_at(unsigned long seq, int op, const void *var, long result) {
     unsigned long size = sizeof(struct weft_record);
     struct weft_record *r = (struct weft_record *)reserve(size);
-    memset(r, 0, size);
+    zero_bytes(r, size);
     r->size = (unsigned int)size;
     r->kind = WEFT_REC_SYNC;
     r->seq = seq;

@@ -207,6 +207,9 @@ struct Proc {
     /// The address of its in-process runtime's control block, once the
     /// runtime said hello (weft_runtime.h).
     runtime_control: Option<u64>,
+    /// It called madvise(MADV_WIPEONFORK): a checkpoint's fork would hold
+    /// zeros where it holds data, so none is taken ([`Session::madvise`]).
+    wipe_on_fork: bool,
 }
 
 #[derive(Clone)]
@@ -460,7 +463,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, wipe_on_fork: false };
         let state = State {
             procs: vec![root],
             root_end: None,

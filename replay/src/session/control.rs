@@ -94,6 +94,7 @@ impl Session<'_> {
                             }
                         }
                         // sched_yield is a yield point (scheduler.rs).
+                        Class::Execute if nr == libc::SYS_madvise => self.madvise(i, &regs)?,
                         Class::Execute if nr != libc::SYS_sched_yield => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
@@ -232,6 +233,30 @@ impl Session<'_> {
         let flags = flags as u32;
         let stack = (flags & libc::SS_DISABLE as u32 == 0).then_some(AltStack { sp, flags, size });
         self.state.threads[i].altstack_call = Some(stack);
+    }
+
+    /// At the entry of thread `i`'s madvise (`regs`): the advice that
+    /// would keep memory out of a fork is changed or noted, since
+    /// checkpoints are forks (madvise(2)). MADV_DONTFORK becomes
+    /// MADV_DOFORK: V8 (node) marks its heap so, and a checkpoint without
+    /// the heap crashes when resumed; the program's own fork children
+    /// then inherit memory they could not touch in the recording (they
+    /// would have faulted). MADV_WIPEONFORK runs as asked (a child may
+    /// check for the zeros, as fork-safe random generators do), and the
+    /// process takes no more checkpoints. Errors: ptrace.
+    pub(super) fn madvise(&mut self, i: usize, regs: &Regs) -> Result<()> {
+        match regs.rdx as i32 {
+            libc::MADV_DONTFORK => {
+                let regs = Regs { rdx: libc::MADV_DOFORK as u64, ..*regs };
+                ptrace::setregs(self.state.threads[i].tid, regs)?;
+            }
+            libc::MADV_WIPEONFORK => {
+                let p = self.state.threads[i].proc;
+                self.state.procs[p].wipe_on_fork = true;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// At the exit of a syscall thread `i` executed (`regs`): a successful

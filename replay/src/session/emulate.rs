@@ -768,7 +768,7 @@ impl Session<'_> {
         }
         let fds = self.state.procs[parent].fds.clone();
         let runtime_control = self.state.procs[parent].runtime_control;
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true, runtime_control });
+        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true, runtime_control, wipe_on_fork: false });
         Ok(self.state.procs.len() - 1)
     }
 

@@ -195,6 +195,7 @@ impl Session<'_> {
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
+        tracing::trace!(event = h.event, hit = h.hits, ?differing, "signal search hit");
         let counter = h.counter(&differing, regs.rsp);
         if h.closest.as_ref().is_none_or(|(_, c)| differing.closer_than(c)) {
             h.closest = Some((h.hits, differing));

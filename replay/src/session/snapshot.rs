@@ -80,7 +80,8 @@ impl<'a> Session<'a> {
     /// `pending`; `None` when a thread is in a state a checkpoint cannot
     /// rebuild (a signal stop), when `cur` has an unblocked signal pending
     /// (it would stop the fork that `cur` is made to call), when memory is
-    /// shared writable (a fork would not copy it), or when more than one
+    /// shared writable (a fork would not copy it) or wiped on fork, or
+    /// when more than one
     /// process of the tree lives (a checkpoint is the fork of one
     /// process). Errors: /proc or ptrace.
     fn snapshot(&self, cur: usize, pending: Option<Option<Op>>) -> Result<Option<Snapshot>> {
@@ -91,7 +92,8 @@ impl<'a> Session<'a> {
             return Ok(None);
         }
         // The leader may have exited; the current thread is alive.
-        if checkpoint::has_shared_writable(self.state.threads[cur].tid) {
+        let proc = &self.state.procs[self.state.threads[cur].proc];
+        if proc.wipe_on_fork || checkpoint::has_shared_writable(self.state.threads[cur].tid) {
             return Ok(None);
         }
         let mut images = Vec::with_capacity(self.state.threads.len());
