@@ -57,9 +57,11 @@
  * code there (it logs) than its replay, and what it leaves in the slots a
  * later frame of the program does not initialize would differ from the
  * replay's at a signal's hit (weft compares 512 bytes of stack too). The
- * runtime's deepest path (a buffered call and its log) takes under 1 KiB. */
-#define SCRUB_BYTES "1024"
-#define SCRUB_WORDS "128"
+ * runtime's deepest own path (a buffered call and its log) takes about
+ * 400 bytes (gcc -fstack-usage); wiping much more than the recording used
+ * could write past a small stack (a signal handler's alternate one). */
+#define SCRUB_BYTES "512"
+#define SCRUB_WORDS "64"
 /* Each stub also sets the thread's phase (struct thread, at offset 12 of
  * weft_thread_self, initial-exec TLS) to BEFORE as it enters and to AFTER
  * once the function returned; r11 is free at a call and at a return. */
