@@ -7,6 +7,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 use weft_record::Trace;
@@ -97,48 +98,43 @@ fn altstack_resumes_exactly() {
 
 /// A process with a shared writable mapping is never checkpointed: a fork
 /// would share those pages with the checkpoint instead of copying them.
-/// After a replay with checkpoints, a preemption in the middle of the
-/// counting makes the next replay resume from the latest checkpoint
-/// before it: one taken there would hold the finished total in its shared
-/// page, and the resumed replay would count on from it.
+/// A checkpoint taken mid-count would hold the finished total in its
+/// shared page, and the resumed replay would count on from it.
 #[test]
 fn shared_memory_is_not_checkpointed() {
     let dir = trace_dir("checkpoint-sharedmap");
     let rec = record_with(&dir, &["--no-inprocess"], &[program("sharedmap").to_str().unwrap()], Stdio::null());
     assert_eq!(rec.stdout, b"total=200\n", "{}", err(&rec));
-    let trace = Trace::open(&dir).unwrap();
-    let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
-    let first = replayer.replay(&opts(Schedule::default())).unwrap();
-    assert!(matches!(first.outcome, weft_replay::Outcome::Valid { .. }), "{:?}", first.outcome);
-    let switchable: Vec<_> = first.sync_trace.iter().filter(|r| !r.switchable.is_empty()).collect();
-    let mid = switchable.get(switchable.len() / 2).expect("a switchable point");
-    let schedule = Schedule::new(vec![Preemption { sync: mid.n, to: mid.switchable[0].tid }]);
-    let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
-    let resumed = replayer.replay(&opts(schedule)).unwrap();
-    same(&fresh, &resumed, &format!("sync<{},{}>", mid.n, mid.switchable[0].tid));
+    resumed_mid_count_as_fresh(&dir, "sharedmap");
 }
 
 /// Memory that madvise keeps out of forks is in a checkpoint all the
 /// same (MADV_DONTFORK: V8 marks its heap so, and node's resumed replays
 /// crashed), and a process with wipe-on-fork memory takes no checkpoint
-/// while its own fork child still finds the page zeroed. As above, a
-/// preemption mid-count makes the second replay resume from a checkpoint.
+/// while its own fork child still finds the page zeroed.
 #[test]
 fn memory_kept_out_of_forks_resumes_exactly() {
     for (advice, child) in [("dontfork", ""), ("wipeonfork", "child sees 0\n")] {
         let dir = trace_dir(&format!("checkpoint-{advice}"));
         let rec = record_with(&dir, &["--no-inprocess"], &[program("forkadvice").to_str().unwrap(), advice], Stdio::null());
         assert_eq!(String::from_utf8_lossy(&rec.stdout), format!("total=200\n{child}"), "{}", err(&rec));
-        let trace = Trace::open(&dir).unwrap();
-        let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
-        let first = replayer.replay(&opts(Schedule::default())).unwrap();
-        assert!(matches!(first.outcome, weft_replay::Outcome::Valid { .. }), "{advice}: {:?}", first.outcome);
-        let switchable: Vec<_> = first.sync_trace.iter().filter(|r| !r.switchable.is_empty()).collect();
-        let mid = switchable.get(switchable.len() / 2).expect("a switchable point");
-        let schedule = Schedule::new(vec![Preemption { sync: mid.n, to: mid.switchable[0].tid }]);
-        let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
-        let resumed = replayer.replay(&opts(schedule)).unwrap();
-        assert!(matches!(fresh.outcome, weft_replay::Outcome::Valid { .. }), "{advice}: {:?}", fresh.outcome);
-        same(&fresh, &resumed, &format!("{advice}: sync<{},{}>", mid.n, mid.switchable[0].tid));
+        resumed_mid_count_as_fresh(&dir, advice);
     }
+}
+
+/// After a valid replay of the trace in `dir` with checkpoints, a
+/// preemption in the middle of the counting makes the next replay resume
+/// from the latest checkpoint before it: it must end as a fresh replay
+/// under that preemption does.
+fn resumed_mid_count_as_fresh(dir: &Path, name: &str) {
+    let trace = Trace::open(dir).unwrap();
+    let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+    let first = replayer.replay(&opts(Schedule::default())).unwrap();
+    assert!(matches!(first.outcome, weft_replay::Outcome::Valid { .. }), "{name}: {:?}", first.outcome);
+    let switchable: Vec<_> = first.sync_trace.iter().filter(|r| !r.switchable.is_empty()).collect();
+    let mid = switchable.get(switchable.len() / 2).expect("a switchable point");
+    let schedule = Schedule::new(vec![Preemption { sync: mid.n, to: mid.switchable[0].tid }]);
+    let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
+    let resumed = replayer.replay(&opts(schedule)).unwrap();
+    same(&fresh, &resumed, &format!("{name}: sync<{},{}>", mid.n, mid.switchable[0].tid));
 }
