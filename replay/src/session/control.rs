@@ -94,7 +94,11 @@ impl Session<'_> {
                             }
                         }
                         // sched_yield is a yield point (scheduler.rs).
-                        Class::Execute if nr == libc::SYS_madvise => self.madvise(i, &regs)?,
+                        Class::Execute if nr == libc::SYS_madvise && self.madvise(i, &regs)? => {
+                            if one_step {
+                                return stepped(None);
+                            }
+                        }
                         Class::Execute if nr != libc::SYS_sched_yield => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
@@ -243,12 +247,15 @@ impl Session<'_> {
     /// then inherit memory they could not touch in the recording (they
     /// would have faulted). MADV_WIPEONFORK runs as asked (a child may
     /// check for the zeros, as fork-safe random generators do), and the
-    /// process takes no more checkpoints. Errors: ptrace.
-    pub(super) fn madvise(&mut self, i: usize, regs: &Regs) -> Result<()> {
+    /// process takes no more checkpoints. Returns whether the call was
+    /// run here (to its exit, with the program's rdx given back).
+    /// Errors: ptrace.
+    pub(super) fn madvise(&mut self, i: usize, regs: &Regs) -> Result<bool> {
         match regs.rdx as i32 {
             libc::MADV_DONTFORK => {
-                let regs = Regs { rdx: libc::MADV_DOFORK as u64, ..*regs };
-                ptrace::setregs(self.state.threads[i].tid, regs)?;
+                let entry = Entry { nr: libc::SYS_madvise, args: tracee::syscall_args(regs), label: regs.rip };
+                self.execute_changed(i, &entry, |r| r.rdx = libc::MADV_DOFORK as u64)?;
+                return Ok(true);
             }
             libc::MADV_WIPEONFORK => {
                 let p = self.state.threads[i].proc;
@@ -256,7 +263,7 @@ impl Session<'_> {
             }
             _ => {}
         }
-        Ok(())
+        Ok(false)
     }
 
     /// At the exit of a syscall thread `i` executed (`regs`): a successful
