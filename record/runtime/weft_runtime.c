@@ -521,23 +521,23 @@ IMPL int impl_fstatat(int dirfd, const char *path, struct stat *buf, int flags) 
 }
 SCRUB32(fstatat64)
 IMPL int impl_fstatat64(int dirfd, const char *path, struct stat64 *buf, int flags) {
-    return fstatat(dirfd, path, (struct stat *)buf, flags);
+    return impl_fstatat(dirfd, path, (struct stat *)buf, flags);
 }
 SCRUB32(stat)
 IMPL int impl_stat(const char *path, struct stat *buf) {
-    return fstatat(AT_FDCWD, path, buf, 0);
+    return impl_fstatat(AT_FDCWD, path, buf, 0);
 }
 SCRUB32(stat64)
 IMPL int impl_stat64(const char *path, struct stat64 *buf) {
-    return fstatat(AT_FDCWD, path, (struct stat *)buf, 0);
+    return impl_fstatat(AT_FDCWD, path, (struct stat *)buf, 0);
 }
 SCRUB32(lstat)
 IMPL int impl_lstat(const char *path, struct stat *buf) {
-    return fstatat(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
+    return impl_fstatat(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
 }
 SCRUB32(lstat64)
 IMPL int impl_lstat64(const char *path, struct stat64 *buf) {
-    return fstatat(AT_FDCWD, path, (struct stat *)buf, AT_SYMLINK_NOFOLLOW);
+    return impl_fstatat(AT_FDCWD, path, (struct stat *)buf, AT_SYMLINK_NOFOLLOW);
 }
 
 DECLARE_REAL(int, fstat, int, struct stat *)
@@ -553,7 +553,7 @@ IMPL int impl_fstat(int fd, struct stat *buf) {
 }
 SCRUB32(fstat64)
 IMPL int impl_fstat64(int fd, struct stat64 *buf) {
-    return fstat(fd, (struct stat *)buf);
+    return impl_fstat(fd, (struct stat *)buf);
 }
 
 DECLARE_REAL(int, statx, int, const char *, int, unsigned int, struct statx *)
@@ -625,7 +625,7 @@ IMPL ssize_t impl_pread64(int fd, void *buf, size_t n, off_t off) {
 }
 SCRUB64(pread)
 IMPL ssize_t impl_pread(int fd, void *buf, size_t n, off_t off) {
-    return pread64(fd, buf, n, off);
+    return impl_pread64(fd, buf, n, off);
 }
 
 DECLARE_REAL(ssize_t, getdents64, int, void *, size_t)

@@ -231,7 +231,7 @@ pub struct Syscall {
     /// For output syscalls, the xxh3 hash of the bytes written.
     pub output_hash: Option<u64>,
     /// For file-backed mmaps, the mapped file.
-    pub file: Option<MappedFile>,
+    pub file: Option<Box<MappedFile>>,
     /// Set when weft does not know this syscall's effects.
     pub unsupported: bool,
     /// What the call does to the world outside the process (seed 003

@@ -581,6 +581,7 @@ impl Order {
             return;
         }
         let signals = match (&event.kind, event.label) {
+            _ if self.deferred.is_empty() => None,
             (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
             _ => None,
         };

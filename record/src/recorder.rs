@@ -534,7 +534,7 @@ impl Recorder {
             Source::File { from, name } => {
                 let mut file = self.trace.copy_file(&from)?;
                 file.path = name.into_os_string().into_vec();
-                s.file = Some(file);
+                s.file = Some(Box::new(file));
             }
             Source::Bytes(bytes) => s.writes.push(MemWrite { addr, data: Contents::Bytes(bytes) }),
         }
