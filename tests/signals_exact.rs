@@ -24,9 +24,11 @@ fn timer_signal_ends_a_counting_loop_at_the_recorded_iteration() {
 /// the parent prints the recorded counts again. One buffer size keeps the
 /// test to two signals. Each child's loop runs millions of times before
 /// its signal; the search finds the loop's counter in the stack frame and
-/// runs without stopping until it is close (stopping at every iteration,
-/// at some 30 us a stop, took longer than the search may and failed the
-/// test on recordings whose children counted past 10 million). The children's lines
+/// runs without stopping until it is close, then stops at each write of
+/// the counter (stopping at every breakpoint hit, at some 30 us a stop,
+/// took longer than the search may). Recorded with the in-process runtime,
+/// whose rwlock markers are each child's last events before its loop
+/// (forked_counting_loops_after_a_release_replay). The children's lines
 /// starting with `+` go to the parent through pipes in the recording but
 /// reach the replay's stdout (process trees replay pipes between processes
 /// as logged input), so they are left out of the comparison.
@@ -35,10 +37,7 @@ fn openssl_speed_multi() {
     let openssl = debian_program("openssl", "openssl");
     let argv = [openssl.to_str().unwrap(), "speed", "-multi", "2", "-seconds", "1", "-bytes", "16", "sha256"];
     let trace = trace_dir("openssl-speed");
-    // Through ptrace alone: with the in-process runtime, a child's SIGALRM
-    // is replayed some iterations off (the count it prints differs), not
-    // yet understood (README, known limits).
-    let rec = record_with(&trace, &["--no-inprocess"], &argv, Stdio::null());
+    let rec = record(&trace, &argv, Stdio::null());
     assert!(err(&rec).contains("weft: recorded"), "record failed: {}", err(&rec));
     let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "900"]);
     assert_eq!(rep.status.code(), Some(0), "replay of openssl speed invalid: {}", err(&rep));
@@ -47,4 +46,26 @@ fn openssl_speed_multi() {
     let recorded = parent(&rec.stdout);
     assert!(recorded.contains("Got: +F:6:sha256:"), "{recorded}");
     assert_eq!(parent(&rep.stdout), recorded, "replayed counts differ from the recorded run");
+}
+
+/// openssl speed's shape in a program of ours (tests/c/forkspin.c): each
+/// of two forked children releases a mutex, its last event, and counts
+/// in its stack frame, calling a hash from two places per iteration,
+/// until its SIGALRM. The replay is valid and prints the recorded counts.
+/// It failed in two ways before: the second child, its release matched,
+/// ran on beside the first one's search, far past its count (no point
+/// after a release marker handed the core over); and the search, once
+/// its counter was close, stopped at every run of the hash's code (more
+/// than a hundred per iteration) and gave up.
+#[test]
+fn forked_counting_loops_after_a_release_replay() {
+    let prog = program("forkspin");
+    let trace = trace_dir("forkspin");
+    let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+    assert!(err(&rec).contains("weft: recorded"), "record failed: {}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
+    let out = String::from_utf8_lossy(&rec.stdout);
+    assert_eq!(out.lines().filter(|l| l.contains(" iterations, digest ")).count(), 2, "{out}");
+    assert_eq!(String::from_utf8_lossy(&rep.stdout), out, "replayed counts differ from the recorded run");
 }

@@ -77,11 +77,16 @@ impl Session<'_> {
         // without the lock that orders it (sort's merge tree). A
         // synchronization point, so that exploration can let the thread
         // run on instead.
-        // After a release the point is where the call returns (the real
-        // release done, sync_points.rs): a barrier's last arrival decides
-        // which thread is its serial one.
+        // A release's point came before its marker, where the real release
+        // was done (sync_points.rs: a barrier's last arrival decides which
+        // thread is its serial one), and the log's next event was still the
+        // thread's own, this marker. When the next is another thread's, the
+        // marker is a point too: without it the thread ran on past its
+        // release, and a loop that makes no call (openssl speed's hashing
+        // until SIGALRM) kept the core from the thread the log waits for.
         let release = matches!(&expected.kind, EventKind::Sync(s) if s.op.is_release());
-        if self.sync_logged && !release && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
+        let handover = !release || self.next_owner().is_some_and(|j| j != i);
+        if self.sync_logged && handover && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)

@@ -17,7 +17,11 @@
 //! same stack word, one apart, that word is the loop's counter, and
 //! the thread runs without the breakpoint, in watchdog slices that read
 //! the counter, until it is a few milliseconds of running short of the
-//! recorded value ([`Skip`]); the breakpoint then finds the hit. The
+//! recorded value ([`Skip`]). From there a write watchpoint on the
+//! counter traps once per iteration (the breakpoint's pc may run many
+//! times in one: a helper the loop calls from several places) until the
+//! counter is one short of the recorded value; the breakpoint then finds
+//! the hit. The
 //! thread passes its pthread
 //! synchronization points meanwhile (they are not logged events), but not
 //! a logged syscall, a fault or an rdtsc: the signal came before those in
@@ -82,6 +86,9 @@ struct Skip {
     last: u64,
     /// How long the next slice runs.
     slice: Duration,
+    /// Set once the counter is close: a write watchpoint on it, not
+    /// slices, stops the thread, at each iteration.
+    watching: bool,
 }
 
 /// A search for the moment an asynchronous signal hit: its execution
@@ -166,7 +173,40 @@ impl Session<'_> {
     /// breakpoint, else whether the search ends at this hit
     /// ([`Session::hunt_hit`]). Errors: ptrace.
     pub(super) fn hunt_stop(&mut self, i: usize) -> Result<Option<bool>> {
+        if self.counter_written(i)? {
+            return Ok(Some(false));
+        }
         Ok(self.hunt_trapped(i)?.map(|regs| self.hunt_hit(i, regs)))
+    }
+
+    /// Thread `i` stopped with SIGTRAP: whether the hunt's watchpoint on
+    /// its loop counter trapped ([`Skip::watching`]). The breakpoint goes
+    /// back once the counter is one short of its recorded value (or
+    /// beyond, when it no longer counts towards it). Errors: ptrace, an
+    /// unreadable counter.
+    fn counter_written(&mut self, i: usize) -> Result<bool> {
+        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.skip.as_ref().is_some_and(|s| s.watching)) else {
+            return Ok(false);
+        };
+        let (tid, slot) = (h.tid, h.slot);
+        if !traps::hit(tid, slot)? {
+            return Ok(false);
+        }
+        let Some(skip) = h.skip.as_ref() else { return Ok(false) };
+        let (addr, target, last) = (skip.addr, skip.target, skip.last);
+        let value = self.mem(i).read_u64(addr)?;
+        let Some(h) = self.hunt.as_mut() else { return Ok(false) };
+        if value >= last && value.saturating_add(1) < target {
+            if let Some(s) = h.skip.as_mut() {
+                s.last = value;
+            }
+            return Ok(true);
+        }
+        h.passed = value >= target;
+        h.skip = None;
+        let label = self.trace.events[h.event].label;
+        self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
+        Ok(true)
     }
 
     /// Thread `i` stopped with SIGTRAP: its registers if it was at the
@@ -174,7 +214,7 @@ impl Session<'_> {
     /// [`traps::unexplained_debug_trap`]; and the pc is the breakpoint's:
     /// not an int3 that trapped past it). Errors: ptrace.
     fn hunt_trapped(&self, i: usize) -> Result<Option<Regs>> {
-        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none()) else { return Ok(None) };
+        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none() && h.skip.is_none()) else { return Ok(None) };
         let watchpoints = traps::DR6_HITS & !(1 << h.slot);
         if !traps::hit(h.tid, h.slot)? && !traps::unexplained_debug_trap(h.tid, watchpoints)? {
             return Ok(None);
@@ -236,13 +276,15 @@ impl Session<'_> {
     /// How long thread `i` may run before the watchdog stops it for the
     /// hunt: a slice while it skips hits, else `None`.
     pub(super) fn skip_slice(&self, i: usize) -> Option<Duration> {
-        self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.slice)
+        self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).filter(|s| !s.watching).map(|s| s.slice)
     }
 
     /// Thread `i`, skipping hits, was stopped at the end of its slice:
-    /// reads its counter and sets the next slice, or puts the breakpoint
-    /// back when the counter is close to (or past, or no longer counting
-    /// towards) the recorded value. Errors: ptrace, an unreadable counter.
+    /// reads its counter and sets the next slice; when the counter is
+    /// close to the recorded value, watches it (an 8-byte-aligned one), or
+    /// puts the breakpoint back (also when it is past, or no longer
+    /// counting towards, the recorded value). Errors: ptrace, an
+    /// unreadable counter.
     pub(super) fn skip_sample(&mut self, i: usize) -> Result<()> {
         let Some(addr) = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.addr) else {
             return Ok(());
@@ -257,6 +299,11 @@ impl Session<'_> {
             skip.last = value;
             skip.slice = left / 4;
             return Ok(());
+        }
+        if counting && value.saturating_add(1) < skip.target && skip.addr % 8 == 0 {
+            skip.last = value;
+            skip.watching = true;
+            return self.watchpoints.apply_with_write_watch(h.tid, h.slot, skip.addr);
         }
         h.passed = value >= skip.target;
         h.skip = None;
@@ -293,6 +340,7 @@ impl Hunt {
             start: (here, Instant::now()),
             last: here,
             slice: FIRST_SLICE,
+            watching: false,
         })
     }
 }

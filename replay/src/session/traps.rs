@@ -149,7 +149,7 @@ impl Watchpoints {
 
     /// Programs thread `tid`'s debug registers. Errors: ptrace refused.
     pub(crate) fn apply(&self, tid: Pid) -> Result<()> {
-        self.program(tid, None)
+        self.program(tid, None, 0)
     }
 
     /// Programs thread `tid`'s debug registers with these watchpoints and
@@ -157,16 +157,26 @@ impl Watchpoints {
     /// length 00: it traps before the instruction executes, and the kernel
     /// sets RF so that resuming executes it). Errors: ptrace refused.
     pub(super) fn apply_with_breakpoint(&self, tid: Pid, slot: usize, addr: u64) -> Result<()> {
-        self.program(tid, Some((slot, addr)))
+        self.program(tid, Some((slot, addr)), 0)
     }
 
-    fn program(&self, tid: Pid, exec: Option<(usize, u64)>) -> Result<()> {
+    /// Programs thread `tid`'s debug registers with these watchpoints and
+    /// one on writes of the 8-byte-aligned word at `addr` in `slot`, a free
+    /// one (R/W 01, length 10: it traps after the writing instruction).
+    /// Errors: ptrace refused.
+    pub(super) fn apply_with_write_watch(&self, tid: Pid, slot: usize, addr: u64) -> Result<()> {
+        self.program(tid, Some((slot, addr)), 0b01 << (16 + 4 * slot) | 0b10 << (18 + 4 * slot))
+    }
+
+    /// `own`: a register of the replay's own (slot, address), enabled with
+    /// `own_dr7`'s R/W and length bits (none: an execution breakpoint).
+    fn program(&self, tid: Pid, own: Option<(usize, u64)>, own_dr7: u64) -> Result<()> {
         // DR7 off first: the kernel checks each enabled address as it is set.
         poke(tid, 7, 0)?;
         let locks: Vec<(usize, u64)> = self.lock_slots().collect();
         for (n, w) in self.slots.iter().enumerate() {
             let lock = locks.iter().find(|&&(slot, _)| slot == n).map(|&(_, word)| word);
-            let addr = match (w, exec, lock) {
+            let addr = match (w, own, lock) {
                 (Some(w), _, _) => w.addr,
                 (None, Some((slot, addr)), _) if slot == n => addr,
                 (None, _, Some(word)) => word,
@@ -174,7 +184,7 @@ impl Watchpoints {
             };
             poke(tid, n, addr)?;
         }
-        poke(tid, 7, self.dr7() | exec.map_or(0, |(slot, _)| 1 << (2 * slot)))
+        poke(tid, 7, self.dr7() | own.map_or(0, |(slot, _)| 1 << (2 * slot) | own_dr7))
     }
 }
 
