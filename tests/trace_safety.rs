@@ -48,7 +48,7 @@ fn mapped_files(trace: &Trace) -> Vec<MappedFile> {
     let mut files = trace.meta.exec_files.clone();
     for e in &trace.events {
         if let EventKind::Syscall(s) = &e.kind {
-            files.extend(s.file.clone());
+            files.extend(s.file.as_deref().cloned());
         }
     }
     files
