@@ -80,12 +80,18 @@ impl Session<'_> {
         // A release's point came before its marker, where the real release
         // was done (sync_points.rs: a barrier's last arrival decides which
         // thread is its serial one), and the log's next event was still the
-        // thread's own, this marker. When the next is another thread's, the
-        // marker is a point too: without it the thread ran on past its
-        // release, and a loop that makes no call (openssl speed's hashing
-        // until SIGALRM) kept the core from the thread the log waits for.
-        let release = matches!(&expected.kind, EventKind::Sync(s) if s.op.is_release());
-        let handover = !release || self.next_owner().is_some_and(|j| j != i);
+        // thread's own, this marker. When the next is another thread's, a
+        // marker the runtime makes after the real call (its RELEASE
+        // functions; a condition wait's release and a barrier's arrival
+        // come before theirs) is a point too: without it the thread ran on
+        // past its release, and a loop that makes no call (openssl speed's
+        // hashing until SIGALRM) kept the core from the thread the log
+        // waits for.
+        let (release, after_real) = match &expected.kind {
+            EventKind::Sync(s) => (s.op.is_release(), !matches!(s.op, SyncOp::CondRelease | SyncOp::BarrierArrive)),
+            _ => (false, false),
+        };
+        let handover = !release || (after_real && self.next_owner().is_some_and(|j| j != i));
         if self.sync_logged && handover && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }
