@@ -36,7 +36,7 @@
 use super::traps;
 use super::{At, Session};
 use anyhow::Result;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use weft_record::event::{signal_name, HitState, Signal};
@@ -80,8 +80,12 @@ struct Skip {
     addr: u64,
     /// Its recorded value.
     target: u64,
-    /// Its value, and the time, when the skip began: the loop's rate.
-    start: (u64, Instant),
+    /// Its value, and the thread's CPU time, when the skip began: the
+    /// loop's rate. CPU time, not wall time: a thread that shared its
+    /// core while its rate was measured (another replay, a test beside
+    /// it) would seem slower than it can run, and a slice sized by that
+    /// rate ran it far past the recorded count.
+    start: (u64, Duration),
     /// Its value at the latest slice's end.
     last: u64,
     /// How long the next slice runs.
@@ -185,24 +189,18 @@ impl Session<'_> {
     /// beyond, when it no longer counts towards it). Errors: ptrace, an
     /// unreadable counter.
     fn counter_written(&mut self, i: usize) -> Result<bool> {
-        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.skip.as_ref().is_some_and(|s| s.watching)) else {
-            return Ok(false);
-        };
-        let (tid, slot) = (h.tid, h.slot);
+        let watched = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| Some((h.tid, h.slot, h.skip.clone().filter(|s| s.watching)?)));
+        let Some((tid, slot, skip)) = watched else { return Ok(false) };
         if !traps::hit(tid, slot)? {
             return Ok(false);
         }
-        let Some(skip) = h.skip.as_ref() else { return Ok(false) };
-        let (addr, target, last) = (skip.addr, skip.target, skip.last);
-        let value = self.mem(i).read_u64(addr)?;
+        let value = self.mem(i).read_u64(skip.addr)?;
         let Some(h) = self.hunt.as_mut() else { return Ok(false) };
-        if value >= last && value.saturating_add(1) < target {
-            if let Some(s) = h.skip.as_mut() {
-                s.last = value;
-            }
+        if value >= skip.last && value.saturating_add(1) < skip.target {
+            h.skip = Some(Skip { last: value, ..skip });
             return Ok(true);
         }
-        h.passed = value >= target;
+        h.passed = value >= skip.target;
         h.skip = None;
         let label = self.trace.events[h.event].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
@@ -293,7 +291,8 @@ impl Session<'_> {
         let Some(h) = self.hunt.as_mut() else { return Ok(()) };
         let Some(skip) = h.skip.as_mut() else { return Ok(()) };
         let counting = value >= skip.last && value < skip.target;
-        let rate = (value - skip.start.0.min(value)) as f64 / skip.start.1.elapsed().as_secs_f64().max(1e-6);
+        let ran = cpu_time(h.tid).saturating_sub(skip.start.1);
+        let rate = (value - skip.start.0.min(value)) as f64 / ran.as_secs_f64().max(1e-6);
         let left = Duration::from_secs_f64((skip.target.saturating_sub(value)) as f64 / rate.max(1.0));
         if counting && left >= CLOSE {
             skip.last = value;
@@ -337,12 +336,22 @@ impl Hunt {
         (counts && far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
             addr: rsp + offset as u64,
             target: recorded,
-            start: (here, Instant::now()),
+            start: (here, cpu_time(self.tid)),
             last: here,
             slice: FIRST_SLICE,
             watching: false,
         })
     }
+}
+
+/// How long thread `tid` has run on a CPU: the first field of
+/// /proc/TID/schedstat (nanoseconds; the kernel's docs,
+/// scheduler/sched-stats). Zero when unreadable: the loop's rate then
+/// seems boundless, and the breakpoint goes back at once (slower, never
+/// past the count).
+fn cpu_time(tid: Pid) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).unwrap_or_default();
+    Duration::from_nanos(stat.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0))
 }
 
 /// Names of the registers in `user_regs_struct` order.
