@@ -1,9 +1,9 @@
 //! weft's recorder and the trace format it writes.
 //!
 //! Data flow: [`recorder::record`] launches the program with
-//! [`tracee::launch`] (ASLR off, rdtsc trapping, a seccomp filter that traps
-//! only the syscalls in [`syscalls`] that must be logged), runs it on all
-//! cores, and appends [`event::Event`]s to a [`trace::TraceWriter`]. The
+//! [`tracee::launch`] (ASLR off, rdtsc trapping, a seccomp filter,
+//! [`filter`], that traps only the syscalls in [`syscalls`] that must be
+//! logged), runs it on all cores, and appends [`event::Event`]s to a [`trace::TraceWriter`]. The
 //! replayer reads them back with [`trace::Trace::open`]. Start with
 //! `event.rs` (what is logged) and `recorder.rs` (how).
 //!
@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod dirs;
 pub mod epochs;
 pub mod event;
+pub mod filter;
 pub mod inprocess;
 pub mod mapping;
 pub mod recorder;

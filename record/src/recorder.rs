@@ -28,11 +28,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
-};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
@@ -69,83 +65,6 @@ pub struct Recording {
     pub end: End,
     /// Number of events logged, the end included.
     pub events: u64,
-}
-
-/// Syscalls of the given classes, by number.
-fn syscalls_of(classes: &[Class]) -> Vec<i64> {
-    (0..500).filter(|&nr| classes.contains(&syscalls::class(nr))).collect()
-}
-
-/// The recording filter, one program: the runtime's own syscall sites
-/// pass ([`crate::runtime::allow_sites`]), [`Class::Refused`] syscalls
-/// fail with ENOSYS ([`refuse`]), and every logged syscall traps to the
-/// tracer (SECCOMP_RET_TRACE), letting through the executed classes,
-/// anonymous mmaps and untimed futex calls. One program, not one per
-/// rule: the kernel runs every installed filter on every syscall, the
-/// buffered ones included, and a second filter cost 3.5% of the
-/// syscall-heavy benchmark's recording time.
-pub fn seccomp_filters() -> Result<Vec<BpfProgram>> {
-    let arch = std::env::consts::ARCH.try_into().map_err(|e| anyhow!("{e:?}"))?;
-    let mut allow: BTreeMap<i64, Vec<SeccompRule>> =
-        syscalls_of(&[Class::Execute, Class::Clone]).into_iter().map(|nr| (nr, vec![])).collect();
-    let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
-    let anonymous = || cond(3, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64), libc::MAP_ANONYMOUS as u64);
-    // Calls that would change the runtime's memory are trapped
-    // (runtime::touches_runtime): allowed below it or above it only.
-    let outside = |extra: Option<SeccompCondition>| -> Result<Vec<SeccompRule>> {
-        let below = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Lt, crate::runtime::PAGE)?;
-        let above = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Ge, crate::runtime::END)?;
-        [below, above]
-            .into_iter()
-            .map(|c| SeccompRule::new(extra.iter().cloned().chain([c]).collect()).map_err(|e| anyhow!("{e:?}")))
-            .collect()
-    };
-    allow.insert(libc::SYS_mmap, outside(Some(anonymous()?))?);
-    allow.insert(libc::SYS_munmap, outside(None)?);
-    allow.insert(libc::SYS_mprotect, outside(None)?);
-    allow.insert(libc::SYS_futex, untimed_futex_rules()?);
-    let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
-        .map_err(|e| anyhow!("{e:?}"))?;
-    let trace = refuse(&syscalls_of(&[Class::Refused]), trace.try_into().map_err(|e| anyhow!("{e:?}"))?)?;
-    Ok(vec![crate::runtime::allow_sites(trace)])
-}
-
-/// `program` preceded by instructions that fail the x86-64 syscalls
-/// `refused` with ENOSYS (seccomp(2): seccomp_data's nr at byte 0, arch at
-/// byte 4). Jumps are relative, so `program`'s own still hold. Errors:
-/// more refused syscalls than a BPF jump can skip.
-fn refuse(refused: &[i64], program: BpfProgram) -> Result<BpfProgram> {
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-    let n = refused.len();
-    if n > 250 {
-        return Err(anyhow!("{n} refused syscalls: too many for one filter"));
-    }
-    let ins = |code: u32, jt: usize, jf: usize, k: u32| seccompiler::sock_filter { code: code as u16, jt: jt as u8, jf: jf as u8, k };
-    let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let jeq = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    let (ja, ret) = (libc::BPF_JMP | libc::BPF_JA, libc::BPF_RET | libc::BPF_K);
-    // Another architecture's calls go straight to `program`, which has
-    // its own check.
-    let mut out = vec![ins(ld, 0, 0, 4), ins(jeq, 0, n + 3, AUDIT_ARCH_X86_64), ins(ld, 0, 0, 0)];
-    // The i-th compare jumps to the RET below the last one on a match.
-    out.extend(refused.iter().enumerate().map(|(i, &nr)| ins(jeq, n - i, 0, nr as u32)));
-    out.push(ins(ja, 0, 0, 1));
-    out.push(ins(ret, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
-    out.extend(program);
-    Ok(out)
-}
-
-/// futex calls the filter lets through: every one without a timeout, and
-/// every operation that is not a wait ([`syscalls::is_logged_futex`]).
-fn untimed_futex_rules() -> Result<Vec<SeccompRule>> {
-    let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
-    let rule = |c| SeccompRule::new(vec![c]).map_err(|e| anyhow!("{e:?}"));
-    let mut rules = vec![rule(cond(3, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, 0)?)?];
-    for op in (0..=13).filter(|op| !syscalls::FUTEX_WAIT_OPS.contains(op)) {
-        let masked = SeccompCmpOp::MaskedEq(syscalls::FUTEX_CMD_MASK);
-        rules.push(rule(cond(1, SeccompCmpArgLen::Dword, masked, op)?)?);
-    }
-    Ok(rules)
 }
 
 /// A syscall seen at entry, waiting for its exit.
@@ -221,7 +140,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         argv: opts.argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?,
         env: env.iter().map(|e| cstr(e)).collect::<Result<_>>()?,
         cwd: None,
-        filters: seccomp_filters()?,
+        filters: vec![crate::filter::recording()?],
         one_cpu: false,
         null_stdin: false,
     };

@@ -6,7 +6,6 @@
 //! record/runtime/weft_runtime.h.
 
 use anyhow::{Context, Result};
-use seccompiler::{sock_filter, BpfProgram};
 use std::path::{Path, PathBuf};
 
 /// The runtime library's bytes.
@@ -117,28 +116,6 @@ pub fn install(dir: &Path) -> Result<PathBuf> {
         std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
     }
     Ok(path)
-}
-
-/// The filter instructions that let the runtime's PRIVATE and BUFFERED
-/// sites through, to go before a filter's own (seccomp_data: the
-/// instruction pointer's low half at byte 8, high half at 12; seccomp(2)).
-/// The following program's jumps are relative, so prepending keeps them.
-pub fn allow_sites(program: BpfProgram) -> BpfProgram {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    let low = |site: u64| (site + SYSCALL_LEN) as u32;
-    let mut out = vec![
-        ins(LD_W_ABS, 0, 0, 12),
-        ins(JEQ_K, 0, 4, (PAGE >> 32) as u32),
-        ins(LD_W_ABS, 0, 0, 8),
-        ins(JEQ_K, 1, 0, low(SITE_PRIVATE)),
-        ins(JEQ_K, 0, 1, low(SITE_BUFFERED)),
-        ins(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ];
-    out.extend(program);
-    out
 }
 
 #[cfg(test)]

@@ -87,11 +87,12 @@ impl Session<'_> {
         // past its release, and a loop that makes no call (openssl speed's
         // hashing until SIGALRM) kept the core from the thread the log
         // waits for.
-        let (release, after_real) = match &expected.kind {
-            EventKind::Sync(s) => (s.op.is_release(), !matches!(s.op, SyncOp::CondRelease | SyncOp::BarrierArrive)),
-            _ => (false, false),
+        let handover = match &expected.kind {
+            EventKind::Sync(s) if s.op.is_release() => {
+                !matches!(s.op, SyncOp::CondRelease | SyncOp::BarrierArrive) && self.next_owner().is_some_and(|j| j != i)
+            }
+            _ => true,
         };
-        let handover = !release || (after_real && self.next_owner().is_some_and(|j| j != i));
         if self.sync_logged && handover && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }

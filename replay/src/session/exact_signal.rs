@@ -200,10 +200,7 @@ impl Session<'_> {
             h.skip = Some(Skip { last: value, ..skip });
             return Ok(true);
         }
-        h.passed = value >= skip.target;
-        h.skip = None;
-        let label = self.trace.events[h.event].label;
-        self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
+        self.end_skip(value >= skip.target)?;
         Ok(true)
     }
 
@@ -304,7 +301,16 @@ impl Session<'_> {
             skip.watching = true;
             return self.watchpoints.apply_with_write_watch(h.tid, h.slot, skip.addr);
         }
-        h.passed = value >= skip.target;
+        let passed = value >= skip.target;
+        self.end_skip(passed)
+    }
+
+    /// Ends the hunt's skip: the breakpoint goes back in its register, and
+    /// the search ends at its next hit when the counter `passed` its
+    /// recorded value. Errors: ptrace.
+    fn end_skip(&mut self, passed: bool) -> Result<()> {
+        let Some(h) = self.hunt.as_mut() else { return Ok(()) };
+        h.passed = passed;
         h.skip = None;
         let (tid, slot, label) = (h.tid, h.slot, self.trace.events[h.event].label);
         self.watchpoints.apply_with_breakpoint(tid, slot, label)
