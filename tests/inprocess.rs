@@ -231,6 +231,37 @@ fn syscall_heavy_program_is_buffered_and_replays() {
     assert!(n >= 2 * 2 * 20_000, "only {n} of {} events buffered", events.len());
 }
 
+/// tests/c/hostile.c: while one thread makes buffered calls, the main
+/// thread closes every descriptor and dup2s over them (the runtime holds
+/// none: no warning, the buffering goes on), unmaps the runtime's buffers
+/// (`unmap`), or clones a thread without a TLS and a process sharing its
+/// memory (`clone`). For the last two the runtime goes off with one
+/// warning; calls the other thread made before it saw that are buffered,
+/// later ones take the ptrace path, and the replay finds the same
+/// switch in each thread. Three recordings each (the switch races with
+/// the other thread), all replayed in log order.
+#[test]
+fn hostile_programs_fall_back_to_ptrace_and_replay() {
+    let prog = program("hostile");
+    for (mode, falls_back) in [("closefds", false), ("unmap", true), ("clone", true)] {
+        for n in 0..3 {
+            let name = format!("hostile-{mode}-{n}");
+            let trace = trace_dir(&name);
+            let rec = record(&trace, &[prog.to_str().unwrap(), mode], Stdio::null());
+            assert_eq!(rec.status.code(), Some(0), "record {name}: {}", err(&rec));
+            let warnings = err(&rec).matches("recorded through ptrace only from here on").count();
+            assert_eq!(warnings, falls_back as usize, "{name}: {}", err(&rec));
+            let rep = replay(&trace, &["--no-explore"]);
+            assert_replays_as_recorded(&name, &rec, &rep);
+            let events = dump(&trace);
+            let busy = events.iter().filter(|e| e["syscall"] == "clock_gettime" && e["tid"] != events[0]["tid"]);
+            let (buffered, ptrace): (Vec<_>, Vec<_>) = busy.partition(|e| is_buffered(e));
+            assert!(!buffered.is_empty(), "{name}: no buffered call before the runtime went off");
+            assert_eq!(!ptrace.is_empty(), falls_back, "{name}: {} calls through ptrace", ptrace.len());
+        }
+    }
+}
+
 /// The pid of the process that `weft record` (pid `recorder`) started.
 fn tracee_of(recorder: u32) -> Option<i32> {
     let tasks = std::fs::read_dir(format!("/proc/{recorder}/task")).ok()?;

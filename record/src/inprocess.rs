@@ -200,14 +200,14 @@ impl InProcess {
         self.controls.remove(&tgid);
     }
 
-    /// Process `tgid` is about to unmap, protect or map over the runtime's
-    /// memory: its runtime is turned off (every call takes the ptrace
-    /// path from here on), with a warning. Before its hello, the runtime
-    /// is setting up that memory itself. Errors: writing its memory.
-    pub fn runtime_memory_changed(&mut self, tgid: Pid, mem: &Memory) -> Result<()> {
-        let Some(&control) = self.controls.get(&tgid) else { return Ok(()) };
+    /// Process `tgid` is about to make a call that turns its runtime off
+    /// ([`runtime::turns_off`], for reason `why`): every call takes the
+    /// ptrace path from here on, with one warning. Before its hello, the
+    /// runtime is setting up its memory itself. Errors: writing its memory.
+    pub fn turn_off(&mut self, tgid: Pid, mem: &Memory, why: &str) -> Result<()> {
+        let Some(control) = self.controls.remove(&tgid) else { return Ok(()) };
         mem.write(control, &1u32.to_le_bytes())?;
-        eprintln!("weft: warning: process {tgid} changes the in-process runtime's memory; it is recorded through ptrace only from here on");
+        eprintln!("weft: warning: process {tgid} {why}; it is recorded through ptrace only from here on");
         Ok(())
     }
 

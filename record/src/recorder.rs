@@ -22,7 +22,7 @@ use crate::mapping::{self, Source};
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
@@ -299,11 +299,9 @@ impl Recorder {
         if nr == libc::SYS_futex && self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
             return resume(pid, None);
         }
-        if crate::runtime::touches_runtime(nr, &args) && syscalls::classify(nr, &args) == Class::Execute {
-            let tgid = self.tgid(pid);
-            if let (Some(ip), Some(mem)) = (self.inprocess.as_mut(), self.mems.get(&tgid)) {
-                ip.runtime_memory_changed(tgid, mem)?;
-            }
+        if syscalls::classify(nr, &args) == Class::Execute {
+            // Trapped for a look only (rt_sigaction of SIGSYS without an
+            // action): not logged.
             return resume(pid, None);
         }
         match syscalls::class(nr) {
@@ -316,6 +314,7 @@ impl Recorder {
                 let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem(pid)?.read_cstr(a)));
                 let seq = match (class, self.inprocess.as_ref()) {
                     (Class::Kill, Some(ip)) => Some(ip.reserve()),
+                    (_, Some(_)) if crate::runtime::turns_off(nr, &args) => Some(self.turn_runtime_off(pid, nr, &args)?),
                     _ => None,
                 };
                 self.threads.insert(pid, Some(Entry { nr, args, label, path, seq }));
@@ -330,6 +329,19 @@ impl Recorder {
                 ptrace::syscall(pid, None).or_else(ignore_esrch)
             }
         }
+    }
+
+    /// Thread `pid` is at syscall `nr`, which turns its process's runtime
+    /// off ([`crate::runtime::turns_off`]): the call's place in the global
+    /// order, taken before the runtime's `disabled` flag is written, so
+    /// that every call another thread makes through ptrace because it saw
+    /// the flag comes after it in the log. Errors: writing the flag.
+    fn turn_runtime_off(&mut self, pid: Pid, nr: i64, args: &[u64; 6]) -> Result<u64> {
+        let tgid = self.tgid(pid);
+        let (Some(ip), Some(mem)) = (self.inprocess.as_mut(), self.mems.get(&tgid)) else { bail!("no in-process recording") };
+        let seq = ip.reserve();
+        ip.turn_off(tgid, mem, crate::runtime::off_reason(nr, args).unwrap_or_default())?;
+        Ok(seq)
     }
 
     /// An output syscall on `fd` (of a process) finished: let the next

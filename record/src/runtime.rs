@@ -43,6 +43,35 @@ pub const END: u64 = SHARED + SHARED_SIZE as u64;
 pub fn touches_runtime(nr: i64, args: &[u64; 6]) -> bool {
     matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && (PAGE..END).contains(&args[0])
 }
+
+/// Whether syscall `nr` with `args` turns a process's runtime off (the
+/// recorder logs it, then writes the process's `disabled` flag):
+/// [`touches_runtime`]; a seccomp filter of the program's own
+/// (seccomp(2) SECCOMP_SET_MODE_FILTER or STRICT, prctl(2)
+/// PR_SET_SECCOMP), which may refuse the runtime's requests to weft; a
+/// SIGSYS handler of the program's (rt_sigaction(2) with an action), so
+/// that its handler sees only the program's own calls.
+pub fn turns_off(nr: i64, args: &[u64; 6]) -> bool {
+    off_reason(nr, args).is_some()
+}
+
+/// Why syscall `nr` with `args` turns the runtime off, if it does
+/// ([`turns_off`]), for the recorder's warning.
+pub fn off_reason(nr: i64, args: &[u64; 6]) -> Option<&'static str> {
+    const SECCOMP_SET_MODE_STRICT: u64 = 0;
+    const SECCOMP_SET_MODE_FILTER: u64 = 1;
+    let filter = (nr == libc::SYS_seccomp && matches!(args[0], SECCOMP_SET_MODE_STRICT | SECCOMP_SET_MODE_FILTER))
+        || (nr == libc::SYS_prctl && args[0] == libc::PR_SET_SECCOMP as u64);
+    if touches_runtime(nr, args) {
+        Some("changes the in-process runtime's memory")
+    } else if filter {
+        Some("installs a seccomp filter of its own")
+    } else if nr == libc::SYS_rt_sigaction && args[0] == libc::SIGSYS as u64 && args[1] != 0 {
+        Some("installs a SIGSYS handler")
+    } else {
+        None
+    }
+}
 /// The shared buffers' header (bytes): the global sequence counter first.
 pub const HEADER_SIZE: usize = 4096;
 /// One thread's slot (bytes).

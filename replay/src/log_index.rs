@@ -18,7 +18,8 @@
 //! contended in the recording, and only the replay's timing made so.
 
 use std::collections::{HashMap, HashSet};
-use weft_record::event::{EventKind, Sync, SyncOp};
+use weft_record::event::{is_new_process, EventKind, Sync, SyncOp};
+use weft_record::runtime;
 use weft_record::{Event, Tid, Trace};
 
 /// The value a waiter on a lock word expects: locked, with waiters.
@@ -41,6 +42,9 @@ pub(crate) struct LogIndex {
     /// The lock words with the most soft events, most first, at most
     /// [`MAX_WATCHED`].
     watched: Vec<u64>,
+    /// The events that turned a process's in-process runtime off, with
+    /// their threads, ascending ([`turns_runtime_off`]).
+    runtime_off: Vec<(usize, Tid)>,
 }
 
 impl LogIndex {
@@ -53,6 +57,9 @@ impl LogIndex {
             if let EventKind::Sync(Sync { var, .. }) = &e.kind {
                 index.sync_vars.insert(*var);
             }
+            if turns_runtime_off(e) {
+                index.runtime_off.push((i, e.tid));
+            }
             match index.soft_word(e) {
                 Some(word) => *counts.entry(word).or_default() += 1,
                 None => index.thread_events.entry(e.tid).or_default().push(i),
@@ -62,6 +69,12 @@ impl LogIndex {
         by_count.sort_by_key(|&(word, n)| (std::cmp::Reverse(n), word));
         index.watched = by_count.into_iter().take(MAX_WATCHED).map(|(word, _)| word).collect();
         index
+    }
+
+    /// The events that turned a process's runtime off, with their
+    /// threads, ascending.
+    pub(crate) fn runtime_off(&self) -> &[(usize, Tid)] {
+        &self.runtime_off
     }
 
     /// Thread `rec`'s events that the replay matches, ascending.
@@ -150,5 +163,17 @@ mod tests {
         let words = lock_words(&events);
         assert!(words.contains(&0x10));
         assert!(!words.contains(&0x20), "a condition variable's counter that once was 2");
+    }
+}
+
+/// Whether event `e` turned its process's in-process runtime off at
+/// record time (inprocess.rs): a call [`runtime::turns_off`] names, or
+/// the clone of a thread without a TLS of its own, which would share its
+/// creator's buffer slot.
+fn turns_runtime_off(e: &Event) -> bool {
+    match &e.kind {
+        EventKind::Syscall(s) => runtime::turns_off(s.nr, &s.args),
+        EventKind::Spawn { flags, .. } => !is_new_process(*flags) && flags & libc::CLONE_SETTLS as u64 == 0,
+        _ => false,
     }
 }

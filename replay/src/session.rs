@@ -207,6 +207,11 @@ struct Proc {
     /// The address of its in-process runtime's control block, once the
     /// runtime said hello (weft_runtime.h).
     runtime_control: Option<u64>,
+    /// Where in the log its runtime went off, once the replay is past it
+    /// (a forked child's went off with its parent's).
+    runtime_off_at: Option<usize>,
+    /// The value last written to its runtime's `disabled` flag.
+    runtime_disabled: bool,
     /// It called madvise(MADV_WIPEONFORK): a checkpoint's fork would hold
     /// zeros where it holds data, so none is taken ([`Session::madvise`]).
     wipe_on_fork: bool,
@@ -463,7 +468,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, wipe_on_fork: false };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, wipe_on_fork: false };
         let state = State {
             procs: vec![root],
             root_end: None,

@@ -45,6 +45,7 @@ impl Session<'_> {
         let stepped = |watch: Option<usize>| Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
         self.arm_hunt(i)?;
         loop {
+            self.switch_runtime_for(i)?;
             let (tid, sig) = self.take_for_resume(i);
             let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
             let (status, fired) = match over {
@@ -155,12 +156,6 @@ impl Session<'_> {
             return Ok(true);
         }
         let (p, args) = (self.state.threads[i].proc, tracee::syscall_args(&self.state.threads[i].regs));
-        if runtime::touches_runtime(nr, &args) {
-            // As the recorder did: the program changes the runtime's
-            // memory, so its calls take the ptrace path from here on.
-            self.runtime_off(p)?;
-            return Ok(false);
-        }
         if nr != runtime::NR_CTL {
             return Ok(false);
         }
@@ -174,15 +169,52 @@ impl Session<'_> {
         Ok(true)
     }
 
-    /// Turns process `p`'s runtime off, as the recorder did at the same
-    /// call: every call takes the ptrace path from here on, and libc's
-    /// breakpoints are set again. Errors: writing the process's memory.
+    /// Process `p`'s runtime goes off here, as the recorder turned it off
+    /// at the same event: libc's breakpoints are set again. Which of its
+    /// threads' calls still take the runtime's path is
+    /// [`Session::runtime_disabled_for`]'s. Errors: writing the process's
+    /// memory.
     pub(super) fn runtime_off(&mut self, p: usize) -> Result<()> {
+        let pos = self.state.pos.saturating_sub(1);
         let proc = &mut self.state.procs[p];
-        if let Some(control) = proc.runtime_control {
-            proc.mem.write(control, &1u32.to_le_bytes())?;
-        }
+        proc.runtime_off_at.get_or_insert(pos);
         proc.sync.unpark(&proc.mem)
+    }
+
+    /// Whether thread `i`'s runtime is to be off for its run to its next
+    /// event. The recorder turned a process's runtime off with one write
+    /// of its `disabled` flag, after the event that did it
+    /// (log_index.rs); each other thread saw the flag at its next call
+    /// into the runtime, whenever that came. So, once the log is past that
+    /// event, a thread's calls take the runtime's path exactly while its
+    /// next event is one the runtime logged (in the runtime's page): the
+    /// flag is set per thread, before it runs, from the log. A replay
+    /// thread may run to its next call before the replay reaches the
+    /// event in the log, so that event is looked up among the log's.
+    fn runtime_disabled_for(&self, i: usize) -> bool {
+        let p = self.state.threads[i].proc;
+        let proc = &self.state.procs[p];
+        if proc.runtime_control.is_none() || (proc.runtime_off_at.is_none() && self.log.runtime_off().is_empty()) {
+            return false;
+        }
+        let next = self.next_event_of(self.state.threads[i].rec);
+        let in_this_process = |&&(_, tid): &&(usize, weft_record::Tid)| self.thread_index(tid).is_some_and(|j| self.state.threads[j].proc == p);
+        let off_at = proc.runtime_off_at.or_else(|| self.log.runtime_off().iter().find(in_this_process).map(|&(at, _)| at));
+        off_at.is_some_and(|at| at < next)
+            && !self.trace.events.get(next).is_some_and(|e| (runtime::PAGE..runtime::PAGE + runtime::PAGE_SIZE).contains(&e.label))
+    }
+
+    /// Writes thread `i`'s process's runtime `disabled` flag as
+    /// [`Session::runtime_disabled_for`] says, when it differs. Errors:
+    /// writing the process's memory.
+    pub(super) fn switch_runtime_for(&mut self, i: usize) -> Result<()> {
+        let disabled = self.runtime_disabled_for(i);
+        let proc = &mut self.state.procs[self.state.threads[i].proc];
+        if let Some(control) = proc.runtime_control.filter(|_| proc.runtime_disabled != disabled) {
+            proc.mem.write(control, &(disabled as u32).to_le_bytes())?;
+            proc.runtime_disabled = disabled;
+        }
+        Ok(())
     }
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too

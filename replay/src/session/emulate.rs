@@ -304,7 +304,7 @@ impl Session<'_> {
 
     /// Carries out a matched logged syscall, by class.
     pub(super) fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
-        match syscalls::class(e.nr) {
+        match syscalls::classify(e.nr, &e.args) {
             Class::Input if matches!(e.nr, libc::SYS_chdir | libc::SYS_fchdir) => self.change_dir(i, e, s)?,
             Class::Input | Class::Unsupported | Class::Exec => {
                 if s.unsupported && self.state.warned.insert(e.nr) {
@@ -327,6 +327,12 @@ impl Session<'_> {
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
             Class::Remap => return self.remap(i, e, s),
+            Class::ExecuteLogged if runtime::turns_off(e.nr, &e.args) => {
+                // As the recorder did before the call.
+                self.runtime_off(self.state.threads[i].proc)?;
+                self.execute(i)?;
+                self.set_result(i, s.result)?;
+            }
             Class::ExecuteLogged => {
                 self.state.threads[i].clear_child_tid = e.args[0];
                 self.execute(i)?;
@@ -564,7 +570,8 @@ impl Session<'_> {
         self.state.procs[p].mem = std::sync::Arc::new(mem);
         // The new image's runtime says hello again (until then, its own
         // set-up maps the runtime's memory).
-        self.state.procs[p].runtime_control = None;
+        let proc = &mut self.state.procs[p];
+        (proc.runtime_control, proc.runtime_off_at, proc.runtime_disabled) = (None, None, false);
         if p == 0 {
             self.pending_breakpoints.extend(old.user());
         }
@@ -779,8 +786,10 @@ impl Session<'_> {
             sync.clear_user(&mem, addr)?;
         }
         let fds = self.state.procs[parent].fds.clone();
-        let runtime_control = self.state.procs[parent].runtime_control;
-        self.state.procs.push(super::Proc { rec, pid, mem: std::sync::Arc::new(mem), sync, fds, live: true, runtime_control, wipe_on_fork: false });
+        let super::Proc { runtime_control, runtime_off_at, runtime_disabled, .. } = self.state.procs[parent];
+        let mem = std::sync::Arc::new(mem);
+        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, wipe_on_fork: false };
+        self.state.procs.push(proc);
         Ok(self.state.procs.len() - 1)
     }
 

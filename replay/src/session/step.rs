@@ -37,6 +37,7 @@ impl Session<'_> {
             }
             return Ok(advanced);
         }
+        self.switch_runtime_for(i)?;
         let (tid, sig) = self.take_for_resume(i);
         self.state.threads[i].taken = None;
         ptrace::step(tid, sig)?;

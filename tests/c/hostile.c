@@ -1,0 +1,121 @@
+/* A program that does what an in-process recorder must survive (weft
+ * issue 12, "Bad input"): argv[1] picks one hostile act, done by the main
+ * thread while a second thread keeps making calls the runtime buffers
+ * (clock_gettime, stat, read of a file). Each mode prints what it saw, so
+ * that the replay must reproduce it.
+ *   closefds  close every descriptor from 3 up, then dup2 a pipe over 3..63
+ *   unmap     munmap the header page of the runtime's shared buffers
+ *             (where weft puts them; nothing is mapped there natively)
+ *   clone     clone threads with unusual flags: no CLONE_SETTLS (the
+ *             parent's TLS), and CLONE_VM without CLONE_THREAD (a process
+ *             sharing memory) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+static const char *self;
+
+/* 4000 rounds of buffered calls; prints a checksum of what they saw. */
+static void *busy(void *arg) {
+    (void)arg;
+    unsigned long sum = 0, rounds = 0;
+    char buf[64];
+    while (rounds < 4000) {
+        struct timespec ts;
+        struct stat st;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        sum += (unsigned long)ts.tv_nsec;
+        if (stat(self, &st) == 0)
+            sum += (unsigned long)st.st_size;
+        if (rounds % 64 == 0) {
+            int fd = open(self, O_RDONLY);
+            if (fd >= 0) {
+                sum += (unsigned long)read(fd, buf, sizeof buf);
+                close(fd);
+            }
+        }
+        rounds++;
+    }
+    printf("busy: %lu rounds, sum %lu\n", rounds, sum);
+    return NULL;
+}
+
+static void closefds(void) {
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    int p[2];
+    if (pipe(p) != 0)
+        return;
+    for (int fd = 3; fd < 64; fd++)
+        if (fd != p[0] && fd != p[1])
+            dup2(p[1], fd);
+    printf("closed and replaced descriptors: %d\n", (int)write(40, "x", 1));
+}
+
+#define WEFT_SHARED 0x6fff00010000UL
+
+static void unmap(void) {
+    int r = munmap((void *)WEFT_SHARED, 4096);
+    printf("munmap of the shared buffers' header: %d\n", r);
+}
+
+static char stacks[2][65536] __attribute__((aligned(16)));
+static volatile int child_done[2];
+
+static int raw_child(void *arg) {
+    int which = (int)(intptr_t)arg;
+    struct timespec ts;
+    struct stat st;
+    /* Raw syscalls: the child shares its parent's TLS or has none. */
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+    syscall(SYS_newfstatat, AT_FDCWD, self, &st, 0);
+    child_done[which] = 1 + (st.st_size > 0);
+    return 0;
+}
+
+static void clones(void) {
+    int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+    int t = clone(raw_child, stacks[0] + sizeof stacks[0], flags, (void *)0);
+    int p = clone(raw_child, stacks[1] + sizeof stacks[1], CLONE_VM | SIGCHLD, (void *)1);
+    int status = -1;
+    if (p > 0)
+        waitpid(p, &status, 0);
+    while (t > 0 && !child_done[0])
+        sched_yield();
+    printf("clone without TLS: %d, CLONE_VM process: %d, exit %d\n", child_done[0], child_done[1], WEXITSTATUS(status));
+}
+
+int main(int argc, char **argv) {
+    self = argv[0];
+    if (argc < 2)
+        return 2;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, busy, NULL);
+    usleep(2000);
+    if (!strcmp(argv[1], "closefds"))
+        closefds();
+    else if (!strcmp(argv[1], "unmap"))
+        unmap();
+    else if (!strcmp(argv[1], "clone"))
+        clones();
+    else
+        return 2;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_join(t, NULL);
+    printf("main: done\n");
+    return 0;
+}
