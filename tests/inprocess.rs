@@ -234,8 +234,9 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 /// tests/c/hostile.c: while one thread makes buffered calls, the main
 /// thread closes every descriptor and dup2s over them (the runtime holds
 /// none: no warning, the buffering goes on), unmaps the runtime's buffers
-/// (`unmap`), or clones a thread without a TLS and a process sharing its
-/// memory (`clone`). For the last two the runtime goes off with one
+/// (`unmap`), installs a seccomp filter of its own (`seccomp`), or clones
+/// a thread without a TLS and a process sharing its memory (`clone`).
+/// For the last three the runtime goes off with one
 /// warning; calls the other thread made before it saw that are buffered,
 /// later ones take the ptrace path, and the replay finds the same
 /// switch in each thread. Three recordings each (the switch races with
@@ -243,7 +244,7 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 #[test]
 fn hostile_programs_fall_back_to_ptrace_and_replay() {
     let prog = program("hostile");
-    for (mode, falls_back) in [("closefds", false), ("unmap", true), ("clone", true)] {
+    for (mode, falls_back) in [("closefds", false), ("unmap", true), ("seccomp", true), ("clone", true)] {
         for n in 0..3 {
             let name = format!("hostile-{mode}-{n}");
             let trace = trace_dir(&name);

@@ -46,9 +46,6 @@ pub fn recording() -> Result<BpfProgram> {
     allow.insert(libc::SYS_munmap, outside(None)?);
     allow.insert(libc::SYS_mprotect, outside(None)?);
     allow.insert(libc::SYS_futex, untimed_futex_rules()?);
-    // A SIGSYS handler turns the runtime off (runtime::turns_off).
-    let not_sigsys = cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::SIGSYS as u64)?;
-    allow.insert(libc::SYS_rt_sigaction, vec![SeccompRule::new(vec![not_sigsys]).map_err(|e| anyhow!("{e:?}"))?]);
     let trace = SeccompFilter::new(allow, SeccompAction::Trace(0), SeccompAction::Allow, arch)
         .map_err(|e| anyhow!("{e:?}"))?;
     let trace = refuse(&syscalls_of(&[Class::Refused]), trace.try_into().map_err(|e| anyhow!("{e:?}"))?)?;

@@ -143,6 +143,7 @@ impl InProcess {
             let generation = u32::from_le_bytes(child_mem.read(at, 4)?.try_into().unwrap_or_default());
             child_mem.write(at, &generation.wrapping_add(1).to_le_bytes())?;
         } else if !event::is_new_process(flags) && flags & libc::CLONE_SETTLS as u64 == 0 {
+            self.controls.remove(&parent);
             mem.write(control, &1u32.to_le_bytes())?;
             if !std::mem::replace(&mut self.warned_clone, true) {
                 eprintln!("weft: warning: a thread was cloned without a TLS of its own; its process is recorded through ptrace only from here on");
@@ -198,6 +199,11 @@ impl InProcess {
     /// which says hello again.
     pub fn exec(&mut self, tgid: Pid) {
         self.controls.remove(&tgid);
+    }
+
+    /// Whether process `tgid`'s runtime said hello and is not off.
+    pub fn is_on(&self, tgid: Pid) -> bool {
+        self.controls.contains_key(&tgid)
     }
 
     /// Process `tgid` is about to make a call that turns its runtime off

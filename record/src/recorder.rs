@@ -299,9 +299,10 @@ impl Recorder {
         if nr == libc::SYS_futex && self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
             return resume(pid, None);
         }
-        if syscalls::classify(nr, &args) == Class::Execute {
-            // Trapped for a look only (rt_sigaction of SIGSYS without an
-            // action): not logged.
+        let off = crate::runtime::turns_off(nr, &args) && self.inprocess.as_ref().is_some_and(|ip| ip.is_on(self.tgid(pid)));
+        if !off && syscalls::classify(nr, &args) == Class::Execute {
+            // A change of the runtime's memory by the runtime's own
+            // set-up, or after it went off: not logged.
             return resume(pid, None);
         }
         match syscalls::class(nr) {
@@ -314,7 +315,7 @@ impl Recorder {
                 let path = syscalls::path_arg(nr).and_then(|i| syscalls::read_path(args[i], |a| self.mem(pid)?.read_cstr(a)));
                 let seq = match (class, self.inprocess.as_ref()) {
                     (Class::Kill, Some(ip)) => Some(ip.reserve()),
-                    (_, Some(_)) if crate::runtime::turns_off(nr, &args) => Some(self.turn_runtime_off(pid, nr, &args)?),
+                    _ if off => Some(self.turn_runtime_off(pid, nr, &args)?),
                     _ => None,
                 };
                 self.threads.insert(pid, Some(Entry { nr, args, label, path, seq }));

@@ -44,13 +44,13 @@ pub fn touches_runtime(nr: i64, args: &[u64; 6]) -> bool {
     matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && (PAGE..END).contains(&args[0])
 }
 
-/// Whether syscall `nr` with `args` turns a process's runtime off (the
-/// recorder logs it, then writes the process's `disabled` flag):
-/// [`touches_runtime`]; a seccomp filter of the program's own
-/// (seccomp(2) SECCOMP_SET_MODE_FILTER or STRICT, prctl(2)
-/// PR_SET_SECCOMP), which may refuse the runtime's requests to weft; a
-/// SIGSYS handler of the program's (rt_sigaction(2) with an action), so
-/// that its handler sees only the program's own calls.
+/// Whether syscall `nr` with `args` turns a process's runtime off once
+/// the runtime said hello (the recorder logs it, then writes the
+/// process's `disabled` flag): [`touches_runtime`], or a seccomp filter of
+/// the program's own (seccomp(2) SECCOMP_SET_MODE_FILTER or STRICT,
+/// prctl(2) PR_SET_SECCOMP), which may refuse the runtime's requests to
+/// weft. (A SIGSYS handler of the program's does not: the runtime
+/// interposes on functions, it takes no SIGSYS.)
 pub fn turns_off(nr: i64, args: &[u64; 6]) -> bool {
     off_reason(nr, args).is_some()
 }
@@ -66,8 +66,6 @@ pub fn off_reason(nr: i64, args: &[u64; 6]) -> Option<&'static str> {
         Some("changes the in-process runtime's memory")
     } else if filter {
         Some("installs a seccomp filter of its own")
-    } else if nr == libc::SYS_rt_sigaction && args[0] == libc::SIGSYS as u64 && args[1] != 0 {
-        Some("installs a SIGSYS handler")
     } else {
         None
     }

@@ -104,16 +104,10 @@ pub fn class(nr: i64) -> Class {
 }
 
 /// The class of a call to `nr` with `args`: like [`class`], except that an
-/// anonymous mmap, which the recording filter lets through, is executed;
-/// that an ioctl request or bpf command whose writes weft cannot
-/// describe ([`call_describable`]) is unsupported; and that a call that
-/// turns the in-process runtime off ([`crate::runtime::turns_off`]) is
-/// logged, so that the log places the moment (a replay executes it, or
-/// for a seccomp filter, evaluates the filter itself).
+/// anonymous mmap, which the recording filter lets through, is executed,
+/// and that an ioctl request or bpf command whose writes weft cannot
+/// describe ([`call_describable`]) is unsupported.
 pub fn classify(nr: i64, args: &[u64; 6]) -> Class {
-    if crate::runtime::turns_off(nr, args) {
-        return Class::ExecuteLogged;
-    }
     match class(nr) {
         Class::MmapFile if args[3] & c::MAP_ANONYMOUS as u64 != 0 => Class::Execute,
         Class::Input if !call_describable(nr, args) => Class::Unsupported,

@@ -6,6 +6,8 @@
  *   closefds  close every descriptor from 3 up, then dup2 a pipe over 3..63
  *   unmap     munmap the header page of the runtime's shared buffers
  *             (where weft puts them; nothing is mapped there natively)
+ *   seccomp   install a seccomp filter that fails getppid with EPERM (and
+ *             lets every other call through)
  *   clone     clone threads with unusual flags: no CLONE_SETTLS (the
  *             parent's TLS), and CLONE_VM without CLONE_THREAD (a process
  *             sharing memory) */
@@ -24,6 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 
 static const char *self;
 
@@ -71,6 +77,18 @@ static void unmap(void) {
     printf("munmap of the shared buffers' header: %d\n", r);
 }
 
+static void seccomp(void) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    printf("seccomp: %ld\n", syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
+}
+
 static char stacks[2][65536] __attribute__((aligned(16)));
 static volatile int child_done[2];
 
@@ -109,6 +127,8 @@ int main(int argc, char **argv) {
         closefds();
     else if (!strcmp(argv[1], "unmap"))
         unmap();
+    else if (!strcmp(argv[1], "seccomp"))
+        seccomp();
     else if (!strcmp(argv[1], "clone"))
         clones();
     else

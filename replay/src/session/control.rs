@@ -100,7 +100,7 @@ impl Session<'_> {
                                 return stepped(None);
                             }
                         }
-                        Class::Execute if nr != libc::SYS_sched_yield => self.read_altstack(i, &regs),
+                        Class::Execute if nr != libc::SYS_sched_yield && !self.turns_runtime_off(i, nr, &regs) => self.read_altstack(i, &regs),
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.state.threads[i].at = At::Entry(entry);
@@ -179,6 +179,18 @@ impl Session<'_> {
         let proc = &mut self.state.procs[p];
         proc.runtime_off_at.get_or_insert(pos);
         proc.sync.unpark(&proc.mem)
+    }
+
+    /// Whether process `p`'s runtime said hello and is not off.
+    pub(super) fn runtime_on(&self, p: usize) -> bool {
+        self.state.procs[p].runtime_control.is_some() && self.state.procs[p].runtime_off_at.is_none()
+    }
+
+    /// Whether thread `i`, at the entry of syscall `nr` (`regs`) that is
+    /// not otherwise logged, turns its process's runtime off: the recorder
+    /// logged it ([`runtime::turns_off`]).
+    fn turns_runtime_off(&self, i: usize, nr: i64, regs: &Regs) -> bool {
+        runtime::turns_off(nr, &tracee::syscall_args(regs)) && self.runtime_on(self.state.threads[i].proc)
     }
 
     /// Whether thread `i`'s runtime is to be off for its run to its next

@@ -304,6 +304,11 @@ impl Session<'_> {
 
     /// Carries out a matched logged syscall, by class.
     pub(super) fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
+        let p = self.state.threads[i].proc;
+        if runtime::turns_off(e.nr, &e.args) && self.runtime_on(p) {
+            // As the recorder did before the call.
+            self.runtime_off(p)?;
+        }
         match syscalls::classify(e.nr, &e.args) {
             Class::Input if matches!(e.nr, libc::SYS_chdir | libc::SYS_fchdir) => self.change_dir(i, e, s)?,
             Class::Input | Class::Unsupported | Class::Exec => {
@@ -327,9 +332,11 @@ impl Session<'_> {
             }
             Class::MmapFile => return self.mmap_file(i, e, s),
             Class::Remap => return self.remap(i, e, s),
-            Class::ExecuteLogged if runtime::turns_off(e.nr, &e.args) => {
-                // As the recorder did before the call.
-                self.runtime_off(self.state.threads[i].proc)?;
+            // A change of the runtime's memory, logged because it turned
+            // the runtime off. (A seccomp filter of the program's, also
+            // logged, is not installed, as any unsupported call: it would
+            // judge the replay's own calls too.)
+            Class::Execute if runtime::touches_runtime(e.nr, &e.args) => {
                 self.execute(i)?;
                 self.set_result(i, s.result)?;
             }
