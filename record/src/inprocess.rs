@@ -48,7 +48,6 @@ pub struct InProcess {
     hellos: u64,
     /// The address ranges of the runtime library's code, by process.
     code: HashMap<Pid, Vec<std::ops::Range<u64>>>,
-    warned_clone: bool,
     /// The records of the last flushed slot until they are parsed
     /// ([`InProcess::flushed`]); the buffer is kept for the next flush.
     flush_copy: Vec<u8>,
@@ -57,7 +56,7 @@ pub struct InProcess {
 impl InProcess {
     /// Sets up the shared buffers. Errors: [`Buffers::create`].
     pub fn new() -> Result<Self> {
-        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), warned_clone: false, flush_copy: Vec::new() })
+        Ok(InProcess { buffers: Buffers::create()?, order: Order::default(), controls: HashMap::new(), hellos: 0, code: HashMap::new(), flush_copy: Vec::new() })
     }
 
     /// Installs the runtime library under weft's data directory and
@@ -142,12 +141,8 @@ impl InProcess {
             let at = control + runtime::CONTROL_GENERATION;
             let generation = u32::from_le_bytes(child_mem.read(at, 4)?.try_into().unwrap_or_default());
             child_mem.write(at, &generation.wrapping_add(1).to_le_bytes())?;
-        } else if !event::is_new_process(flags) && flags & libc::CLONE_SETTLS as u64 == 0 {
-            self.controls.remove(&parent);
-            mem.write(control, &1u32.to_le_bytes())?;
-            if !std::mem::replace(&mut self.warned_clone, true) {
-                eprintln!("weft: warning: a thread was cloned without a TLS of its own; its process is recorded through ptrace only from here on");
-            }
+        } else if runtime::spawn_turns_off(flags) {
+            self.turn_off(parent, mem, "clones a thread without a TLS of its own")?;
         }
         Ok(())
     }

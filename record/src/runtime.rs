@@ -70,6 +70,14 @@ pub fn off_reason(nr: i64, args: &[u64; 6]) -> Option<&'static str> {
         None
     }
 }
+
+/// Whether a clone with `flags` turns its process's runtime off: a
+/// thread (CLONE_THREAD) without a TLS of its own (no CLONE_SETTLS) would
+/// share its creator's buffer slot.
+pub fn spawn_turns_off(flags: u64) -> bool {
+    flags & libc::CLONE_THREAD as u64 != 0 && flags & libc::CLONE_SETTLS as u64 == 0
+}
+
 /// The shared buffers' header (bytes): the global sequence counter first.
 pub const HEADER_SIZE: usize = 4096;
 /// One thread's slot (bytes).

@@ -18,7 +18,7 @@
 //! contended in the recording, and only the replay's timing made so.
 
 use std::collections::{HashMap, HashSet};
-use weft_record::event::{is_new_process, EventKind, Sync, SyncOp};
+use weft_record::event::{EventKind, Sync, SyncOp};
 use weft_record::runtime;
 use weft_record::{Event, Tid, Trace};
 
@@ -173,7 +173,7 @@ mod tests {
 fn turns_runtime_off(e: &Event) -> bool {
     match &e.kind {
         EventKind::Syscall(s) => runtime::turns_off(s.nr, &s.args),
-        EventKind::Spawn { flags, .. } => !is_new_process(*flags) && flags & libc::CLONE_SETTLS as u64 == 0,
+        EventKind::Spawn { flags, .. } => runtime::spawn_turns_off(*flags),
         _ => false,
     }
 }

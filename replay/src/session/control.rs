@@ -100,7 +100,9 @@ impl Session<'_> {
                                 return stepped(None);
                             }
                         }
-                        Class::Execute if nr != libc::SYS_sched_yield && !self.turns_runtime_off(i, nr, &regs) => self.read_altstack(i, &regs),
+                        Class::Execute if nr != libc::SYS_sched_yield && !self.turns_runtime_off(self.state.threads[i].proc, nr, &tracee::syscall_args(&regs)) => {
+                            self.read_altstack(i, &regs)
+                        }
                         _ => {
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.state.threads[i].at = At::Entry(entry);
@@ -186,11 +188,12 @@ impl Session<'_> {
         self.state.procs[p].runtime_control.is_some() && self.state.procs[p].runtime_off_at.is_none()
     }
 
-    /// Whether thread `i`, at the entry of syscall `nr` (`regs`) that is
-    /// not otherwise logged, turns its process's runtime off: the recorder
-    /// logged it ([`runtime::turns_off`]).
-    fn turns_runtime_off(&self, i: usize, nr: i64, regs: &Regs) -> bool {
-        runtime::turns_off(nr, &tracee::syscall_args(regs)) && self.runtime_on(self.state.threads[i].proc)
+    /// Whether syscall `nr` with `args`, made in process `p`, turns its
+    /// runtime off, as the recorder judged it (and so logged it, even when
+    /// its class is otherwise executed unlogged): [`runtime::turns_off`],
+    /// while the runtime is on.
+    pub(super) fn turns_runtime_off(&self, p: usize, nr: i64, args: &[u64; 6]) -> bool {
+        runtime::turns_off(nr, args) && self.runtime_on(p)
     }
 
     /// Whether thread `i`'s runtime is to be off for its run to its next
@@ -199,7 +202,7 @@ impl Session<'_> {
     /// (log_index.rs); each other thread saw the flag at its next call
     /// into the runtime, whenever that came. So, once the log is past that
     /// event, a thread's calls take the runtime's path exactly while its
-    /// next event is one the runtime logged (in the runtime's page): the
+    /// next event is one the runtime logged (its BUFFERED label): the
     /// flag is set per thread, before it runs, from the log. A replay
     /// thread may run to its next call before the replay reaches the
     /// event in the log, so that event is looked up among the log's.
@@ -213,7 +216,7 @@ impl Session<'_> {
         let in_this_process = |&&(_, tid): &&(usize, weft_record::Tid)| self.thread_index(tid).is_some_and(|j| self.state.threads[j].proc == p);
         let off_at = proc.runtime_off_at.or_else(|| self.log.runtime_off().iter().find(in_this_process).map(|&(at, _)| at));
         off_at.is_some_and(|at| at < next)
-            && !self.trace.events.get(next).is_some_and(|e| (runtime::PAGE..runtime::PAGE + runtime::PAGE_SIZE).contains(&e.label))
+            && self.trace.events.get(next).is_none_or(|e| e.label != runtime::BUFFERED_LABEL)
     }
 
     /// Writes thread `i`'s process's runtime `disabled` flag as

@@ -305,7 +305,7 @@ impl Session<'_> {
     /// Carries out a matched logged syscall, by class.
     pub(super) fn syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
         let p = self.state.threads[i].proc;
-        if runtime::turns_off(e.nr, &e.args) && self.runtime_on(p) {
+        if self.turns_runtime_off(p, e.nr, &e.args) {
             // As the recorder did before the call.
             self.runtime_off(p)?;
         }
@@ -724,7 +724,7 @@ impl Session<'_> {
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
         let parent = self.state.threads[i].proc;
-        if !process && flags & libc::CLONE_SETTLS as u64 == 0 && self.state.procs[parent].runtime_control.is_some() {
+        if runtime::spawn_turns_off(flags) && self.runtime_on(parent) {
             // A thread sharing its creator's TLS would share its runtime
             // slot: the recorder turned the runtime off here (inprocess.rs).
             self.runtime_off(parent)?;
