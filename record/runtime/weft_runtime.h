@@ -77,7 +77,9 @@ struct weft_control {
 /* One record, 8-byte aligned, followed by the path (path_len bytes, when
  * path_len is not WEFT_NO_PATH) then `nchunks` chunks: u64 addr, u64 len,
  * the bytes; each part padded to 8 bytes. For a sync record, nr is the
- * operation (WEFT_SYNC_*), args[0] the variable, result the result. */
+ * operation (WEFT_SYNC_*), args[0] the variable, result the result.
+ * The trace stores records as they are (docs/trace-format.md, version
+ * 11): a change here is a change of the trace format. */
 struct weft_record {
     unsigned int size;
     unsigned short kind;

@@ -9,7 +9,9 @@
 //! number (when it drains the slots), so [`Order`] holds events until every
 //! smaller number is in, and writes them in that order.
 
-use crate::event::{self, Contents, Event, EventKind, MemWrite, Sync, SyncOp, Syscall};
+use crate::buffered::{self, BufferedRecord};
+use crate::event::{self, Event, EventKind};
+use crate::trace::Logged;
 use crate::tracee::{self, Memory, Regs};
 use crate::runtime::{self, HEADER_SIZE, RECORD_HEADER, SHARED_SIZE, SLOTS, SLOT_DATA, SLOT_SIZE};
 use crate::syscalls;
@@ -104,13 +106,13 @@ impl InProcess {
     /// Adds event `event` at place `seq` ([`InProcess::reserve`]), and
     /// drains the buffered records that may precede it.
     pub fn log_at(&mut self, seq: u64, event: Event) {
-        self.order.push(seq, event);
+        self.order.push(seq, Logged::Event(event));
         self.buffers.drain(&mut self.order);
     }
 
     /// The events whose turn has come ([`Order::ready`]); with `all`, the
     /// buffers are drained first and every event comes out.
-    pub fn ready(&mut self, all: bool) -> Vec<Event> {
+    pub fn ready(&mut self, all: bool) -> Vec<Logged> {
         if all {
             self.buffers.drain(&mut self.order);
         }
@@ -121,7 +123,7 @@ impl InProcess {
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
         for (seq, signal) in self.order.deferred.remove(&tid).unwrap_or_default() {
-            self.order.push(seq, signal);
+            self.order.push(seq, Logged::Event(signal));
         }
     }
 
@@ -445,83 +447,21 @@ impl Drop for Buffers {
     }
 }
 
-/// Parses thread `tid`'s records `bytes` into `order`. A malformed record
+/// Puts thread `tid`'s records `bytes` into `order`, each as its bytes
+/// once its layout checks out ([`buffered::check`]). A malformed record
 /// drops the rest, with an error message: the replay diverges there.
 pub fn parse_records(bytes: &[u8], tid: Tid, order: &mut Order) {
     let mut at = 0;
     while at < bytes.len() {
-        match parse(&bytes[at..], tid) {
-            Some((seq, event, size)) => {
-                order.push(seq, event);
-                at += size;
-            }
-            None => {
-                eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
-                return;
-            }
-        }
+        let Some((seq, size)) = buffered::check(&bytes[at..]) else {
+            eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
+            return;
+        };
+        let mut record = bytes[at..at + size].to_vec();
+        buffered::forget_seq(&mut record);
+        order.push(seq, Logged::Buffered(BufferedRecord { tid, bytes: record }));
+        at += size;
     }
-}
-
-/// Reads the record at the start of `bytes`: its sequence number, the
-/// event, and its size. `None` when it is malformed.
-fn parse(bytes: &[u8], tid: Tid) -> Option<(u64, Event, usize)> {
-    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
-    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
-    let size = u32_at(0)? as usize;
-    if size < RECORD_HEADER || size > bytes.len() || !size.is_multiple_of(8) {
-        return None;
-    }
-    let kind = u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?);
-    let nchunks = u16::from_le_bytes(bytes.get(6..8)?.try_into().ok()?) as usize;
-    let seq = u64_at(8)?;
-    let nr = u64_at(16)? as i64;
-    let mut args = [0u64; 6];
-    for (i, a) in args.iter_mut().enumerate() {
-        *a = u64_at(24 + 8 * i)?;
-    }
-    let result = u64_at(72)? as i64;
-    let path_len = u32_at(80)?;
-    let kind = match kind {
-        runtime::REC_SYNC => EventKind::Sync(Sync { op: SyncOp::from_code(nr)?, var: args[0], result }),
-        runtime::REC_SYSCALL => {
-            let mut s = Syscall::bare(nr, args, result);
-            let mut at = RECORD_HEADER;
-            if path_len != runtime::NO_PATH {
-                let len = path_len as usize;
-                s.path = Some(bytes.get(at..at + len)?.to_vec());
-                at += len.next_multiple_of(8);
-            }
-            let mut chunks = Vec::with_capacity(nchunks);
-            for _ in 0..nchunks {
-                let (addr, len) = (u64_at(at)?, u64_at(at + 8)? as usize);
-                chunks.push((addr, bytes.get(at + 16..at + 16 + len)?));
-                at += 16 + len.next_multiple_of(8);
-            }
-            s.writes = writes(&s, &chunks)?;
-            EventKind::Syscall(s)
-        }
-        _ => return None,
-    };
-    Some((seq, Event { tid, label: runtime::BUFFERED_LABEL, kind }, size))
-}
-
-/// The out-buffers of buffered syscall `s` in [`syscalls::out_buffers`]
-/// order (the order a replay writes them back in), cut from the chunks the
-/// runtime copied. `None` when a range is not among them.
-fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
-    let ranges = syscalls::out_buffers(s.nr, &s.args, s.result, &mut |_| None);
-    ranges
-        .into_iter()
-        .map(|(addr, len)| {
-            if len == 0 {
-                return Some(MemWrite { addr, data: Contents::Bytes(Vec::new()) });
-            }
-            let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr + len <= a + b.len() as u64)?;
-            let from = (addr - start) as usize;
-            Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
-        })
-        .collect()
 }
 
 /// Events waiting for their turn in the global order.
@@ -547,15 +487,16 @@ enum Place {
     /// The number has not come in yet.
     #[default]
     Missing,
-    /// One event, the common case (no allocation beyond the ring's).
-    One(Event),
+    /// One event or record, the common case (no allocation beyond the
+    /// ring's).
+    One(Logged),
     /// A buffered record and the signals deferred after it; or none, for
     /// a deferred signal's own number when it went after a later record.
-    Many(Vec<Event>),
+    Many(Vec<Logged>),
 }
 
 impl Place {
-    fn push(&mut self, event: Event) {
+    fn push(&mut self, event: Logged) {
         *self = match std::mem::take(self) {
             Place::Missing => Place::One(event),
             Place::One(first) => Place::Many(vec![first, event]),
@@ -574,24 +515,23 @@ impl Place {
 }
 
 impl Order {
-    /// Adds event number `seq`; a signal deferred for a buffered record of
-    /// its thread follows it.
-    pub fn push(&mut self, seq: u64, event: Event) {
+    /// Adds event or record number `seq`; a signal deferred for a buffered
+    /// record of its thread follows it.
+    pub fn push(&mut self, seq: u64, entry: Logged) {
         if seq.saturating_sub(self.next) > MAX_AHEAD {
-            eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", event.tid, self.next);
+            eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", entry.tid(), self.next);
             return;
         }
-        let signals = match (&event.kind, event.label) {
-            _ if self.deferred.is_empty() => None,
-            (EventKind::Syscall(_) | EventKind::Sync(_), runtime::BUFFERED_LABEL) => self.deferred.remove(&event.tid),
+        let signals = match &entry {
+            Logged::Buffered(r) if !self.deferred.is_empty() => self.deferred.remove(&r.tid),
             _ => None,
         };
-        self.place(seq).push(event);
+        self.place(seq).push(entry);
         // Each goes after the record, or at its own place if that is later
         // (the place of the one that is not is left empty).
         for (own, signal) in signals.into_iter().flatten() {
             self.place(own).fill();
-            self.place(own.max(seq)).push(signal);
+            self.place(own.max(seq)).push(Logged::Event(signal));
         }
     }
 
@@ -611,7 +551,7 @@ impl Order {
     /// The events that can be written now, in order: the run of numbers
     /// from the next one, after giving up a number missing for longer than
     /// [`GAP_PATIENCE`] (or every missing number, when `all`).
-    pub fn ready(&mut self, all: bool) -> Vec<Event> {
+    pub fn ready(&mut self, all: bool) -> Vec<Logged> {
         let mut out = Vec::new();
         loop {
             while self.pending.front().is_some_and(|p| !matches!(p, Place::Missing)) {
@@ -626,7 +566,7 @@ impl Order {
             }
             if self.filled == 0 {
                 if all {
-                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| e));
+                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| Logged::Event(e)));
                 }
                 break;
             }
@@ -647,23 +587,16 @@ impl Order {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffered::tests::header_bytes;
+    use crate::event::{Sync, SyncOp};
 
-    /// A record's header as the runtime writes it (weft_runtime.h): its
-    /// `size` in bytes, kind, chunk count, sequence number and syscall
-    /// number or sync op; no path, arguments and result zero.
-    fn header(size: usize, kind: u16, nchunks: u16, seq: u64, nr: u64) -> [u8; RECORD_HEADER] {
-        let mut rec = [0u8; RECORD_HEADER];
-        rec[0..4].copy_from_slice(&(size as u32).to_le_bytes());
-        rec[4..6].copy_from_slice(&kind.to_le_bytes());
-        rec[6..8].copy_from_slice(&nchunks.to_le_bytes());
-        rec[8..16].copy_from_slice(&seq.to_le_bytes());
-        rec[16..24].copy_from_slice(&nr.to_le_bytes());
-        rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
-        rec
+    fn ev(tid: Tid) -> Logged {
+        Logged::Event(Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) })
     }
 
-    fn ev(tid: Tid) -> Event {
-        Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) }
+    /// The events `entries` decode into.
+    fn decoded(entries: Vec<Logged>) -> Vec<Event> {
+        entries.into_iter().map(|e| e.into_event().unwrap()).collect()
     }
 
     #[test]
@@ -672,7 +605,7 @@ mod tests {
         o.push(1, ev(2));
         assert!(o.ready(false).is_empty());
         o.push(0, ev(1));
-        let tids: Vec<Tid> = o.ready(false).iter().map(|e| e.tid).collect();
+        let tids: Vec<Tid> = o.ready(false).iter().map(Logged::tid).collect();
         assert_eq!(tids, vec![1, 2]);
         o.push(3, ev(4));
         assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
@@ -690,14 +623,12 @@ mod tests {
     #[test]
     fn a_deferred_signal_follows_its_threads_next_record() {
         let mut o = Order::default();
-        let mut signal = ev(7);
-        signal.kind = EventKind::End(crate::event::End::Exited(0));
+        let signal = Event { tid: 7, label: runtime::BUFFERED_LABEL, kind: EventKind::End(crate::event::End::Exited(0)) };
         o.deferred.entry(7).or_default().push((1, signal));
         o.push(0, ev(1));
-        let mut record = ev(7);
-        record.label = runtime::BUFFERED_LABEL;
-        o.push(2, record);
-        let order: Vec<(Tid, bool)> = o.ready(false).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
+        let record = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 2, SyncOp::MutexLock as u64);
+        o.push(2, Logged::Buffered(BufferedRecord { tid: 7, bytes: record.to_vec() }));
+        let order: Vec<(Tid, bool)> = decoded(o.ready(false)).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
         assert_eq!(order, vec![(1, false), (7, false), (7, true)], "number 1 is taken, empty: nothing waits for it");
         assert_eq!(o.filled, 0);
     }
@@ -711,19 +642,17 @@ mod tests {
         let k = ip.buffers.register(7, &mut ip.order).unwrap();
         // Thread 7 commits a record (op `op`) at the end of its slot.
         let commit = |ip: &mut InProcess, op: SyncOp| {
-            let rec = header(RECORD_HEADER, runtime::REC_SYNC, 0, ip.buffers.next_seq(), op as u64);
+            let rec = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, ip.buffers.next_seq(), op as u64);
             let head = ip.buffers.word(k, 8).load(Ordering::Acquire) as usize;
             // SAFETY: the record fits in slot k's data after `head`.
             unsafe { std::ptr::copy_nonoverlapping(rec.as_ptr(), ip.buffers.slot(k).add(SLOT_DATA + head), RECORD_HEADER) };
             ip.buffers.word(k, 8).store((head + RECORD_HEADER) as u64, Ordering::Release);
         };
         commit(&mut ip, SyncOp::MutexUnlock);
-        let mut signal = ev(7);
-        signal.kind = EventKind::End(crate::event::End::Exited(0));
+        let signal = Event { tid: 7, label: 0, kind: EventKind::End(crate::event::End::Exited(0)) };
         ip.defer_signal(signal);
         commit(&mut ip, SyncOp::MutexLock);
-        let kinds: Vec<&str> = ip
-            .ready(true)
+        let kinds: Vec<&str> = decoded(ip.ready(true))
             .iter()
             .map(|e| match &e.kind {
                 EventKind::Sync(s) if s.op == SyncOp::MutexUnlock => "earlier record",
@@ -735,17 +664,12 @@ mod tests {
     }
 
     #[test]
-    fn parses_a_buffered_clock_gettime() {
-        let size = RECORD_HEADER + 16 + 16;
-        let mut rec = header(size, runtime::REC_SYSCALL, 1, 7, libc::SYS_clock_gettime as u64).to_vec();
-        rec[32..40].copy_from_slice(&0x1000u64.to_le_bytes());
-        rec.extend(0x1000u64.to_le_bytes());
-        rec.extend(16u64.to_le_bytes());
-        rec.extend([9u8; 16]);
-        let (seq, e, n) = parse(&rec, 42).unwrap();
-        assert_eq!((seq, n, e.tid, e.label), (7, size, 42, runtime::BUFFERED_LABEL));
-        let EventKind::Syscall(s) = e.kind else { panic!() };
-        assert_eq!(s.writes, vec![MemWrite { addr: 0x1000, data: Contents::Bytes(vec![9; 16]) }]);
-        assert!(parse(&rec[..40], 42).is_none(), "a truncated record is refused");
+    fn a_malformed_record_drops_the_rest_of_its_buffer() {
+        let mut o = Order::default();
+        let mut bytes = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 0, SyncOp::MutexLock as u64).to_vec();
+        bytes.extend(header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 1, 999));
+        bytes.extend(header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 2, SyncOp::MutexUnlock as u64));
+        parse_records(&bytes, 3, &mut o);
+        assert_eq!(decoded(o.ready(true)).len(), 1);
     }
 }

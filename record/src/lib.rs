@@ -10,6 +10,7 @@
 //! The design follows seed 000 §3.1 (log only syscalls, signals and spawns,
 //! in one global order) and DESIGN.md's recording section.
 
+pub mod buffered;
 pub mod cpu;
 pub mod dirs;
 pub mod epochs;

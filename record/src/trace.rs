@@ -13,9 +13,10 @@
 //! reads back. Reading stops at the first incomplete or damaged frame and
 //! reports it with the file and byte offset.
 
-use crate::event::{Contents, Event, EventKind, MappedFile, Meta};
+use crate::buffered::BufferedRecord;
+use crate::event::{Contents, Event, EventKind, MappedFile, Meta, Tid};
 use crate::store::{self, Store};
-use serde::{de::DeserializeOwned, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).
@@ -132,12 +133,47 @@ pub struct TraceWriter {
     store: Option<Store>,
 }
 
-/// What the recorder hands the writer thread. Events go in batches: one
-/// channel message (and one wake-up of the writer) per event cost more
-/// than the event's encoding.
+/// One entry of the events stream: an event the recorder logged, or a
+/// record the in-process runtime wrote, stored as its bytes and decoded
+/// into its event when the trace is read ([`BufferedRecord`]).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Logged {
+    /// An event logged at a ptrace stop (or deferred there).
+    Event(Event),
+    /// A record from a thread's in-process buffer.
+    Buffered(BufferedRecord),
+}
+
+impl Logged {
+    /// The recorded tid of the thread it belongs to.
+    pub fn tid(&self) -> Tid {
+        match self {
+            Logged::Event(e) => e.tid,
+            Logged::Buffered(r) => r.tid,
+        }
+    }
+
+    /// The event it logs; `None` for a malformed record
+    /// ([`BufferedRecord::decode`]).
+    pub fn into_event(self) -> Option<Event> {
+        match self {
+            Logged::Event(e) => Some(e),
+            Logged::Buffered(r) => r.decode(),
+        }
+    }
+}
+
+/// What the recorder hands the writer thread. Entries are encoded on the
+/// recorder's thread, where they were allocated (freeing them on the
+/// writer's made the allocator fault fresh pages in for the recorder), and
+/// go in batches: one channel message (and one wake-up of the writer) per
+/// event cost more than the event's encoding.
 enum Record {
-    Meta(Box<Meta>),
-    Events(Vec<Event>),
+    /// Entries encoded back to back, each under [`BULK_MIN`] bytes.
+    Entries(Vec<u8>),
+    /// A payload for a frame of its own: the meta record, or an entry of
+    /// [`BULK_MIN`] bytes or more.
+    Frame(Vec<u8>),
     Flush,
 }
 
@@ -179,21 +215,55 @@ impl TraceWriter {
 
     /// Appends the meta record; must be the first record written.
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), TraceError> {
-        self.send(Record::Meta(Box::new(meta.clone())))?;
+        let mut raw = Vec::new();
+        self.encode_into(&mut raw, meta)?;
+        self.send(Record::Frame(raw))?;
         self.flush()
     }
 
     /// Appends one event. Frames reach the kernel within 50 ms.
     pub fn write_event(&mut self, event: Event) -> Result<(), TraceError> {
-        self.write_events(vec![event])
+        self.write_events(vec![Logged::Event(event)])
     }
 
-    /// Appends `events`, in order (nothing, when empty).
-    pub fn write_events(&mut self, events: Vec<Event>) -> Result<(), TraceError> {
-        if events.is_empty() {
+    /// Appends `events`, in order (nothing, when empty). Errors: an entry
+    /// cannot be encoded or exceeds [`FRAME_MAX`]; the writer stopped.
+    pub fn write_events(&mut self, events: Vec<Logged>) -> Result<(), TraceError> {
+        let mut entries = Vec::new();
+        for event in &events {
+            let start = entries.len();
+            if self.encode_into(&mut entries, event)? >= BULK_MIN {
+                let bulk = entries.split_off(start);
+                self.send_entries(&mut entries)?;
+                self.send(Record::Frame(bulk))?;
+            } else if entries.len() >= BATCH_MAX {
+                self.send_entries(&mut entries)?;
+            }
+        }
+        self.send_entries(&mut entries)
+    }
+
+    /// Sends the encoded `entries`, if any, leaving it empty.
+    fn send_entries(&mut self, entries: &mut Vec<u8>) -> Result<(), TraceError> {
+        if entries.is_empty() {
             return Ok(());
         }
-        self.send(Record::Events(events))
+        self.send(Record::Entries(std::mem::take(entries)))
+    }
+
+    /// Appends `value`'s encoding to `out`; returns its length in bytes.
+    /// Errors: it cannot be encoded, or exceeds [`FRAME_MAX`] (it is then
+    /// taken off `out`).
+    fn encode_into<T: Serialize>(&self, out: &mut Vec<u8>, value: &T) -> Result<usize, TraceError> {
+        let cannot = |what: String| TraceError::Corrupt { path: self.dir.join("events"), offset: 0, what: format!("cannot encode: {what}") };
+        let start = out.len();
+        bincode::serialize_into(&mut *out, value).map_err(|e| cannot(e.to_string()))?;
+        let len = out.len() - start;
+        if len > FRAME_MAX as usize {
+            out.truncate(start);
+            return Err(cannot(format!("a record of {len} bytes: the format's maximum is {FRAME_MAX}")));
+        }
+        Ok(len)
     }
 
     /// Asks for every buffered frame to be handed to the kernel now.
@@ -323,15 +393,16 @@ impl FrameWriter {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return self.flush(),
             };
             let urgent = match record {
-                Some(Record::Meta(m)) => {
-                    let raw = self.encode(&*m)?;
-                    self.frame(raw.into()).map(|_| false)?
-                }
-                Some(Record::Events(events)) => {
-                    for e in &events {
-                        self.push_event(e)?;
+                Some(Record::Entries(entries)) => {
+                    self.batch.extend_from_slice(&entries);
+                    if self.batch.len() >= BATCH_MAX {
+                        self.end_batch()?;
                     }
                     false
+                }
+                Some(Record::Frame(raw)) => {
+                    self.end_batch()?;
+                    self.frame(raw.into()).map(|_| false)?
                 }
                 Some(Record::Flush) | None => true,
             };
@@ -348,31 +419,6 @@ impl FrameWriter {
         self.out.flush().map_err(io_err(&self.path))
     }
 
-    /// Encodes `event` at the end of the batch (no allocation of its own).
-    fn push_event(&mut self, event: &Event) -> Result<(), TraceError> {
-        let start = self.batch.len();
-        bincode::serialize_into(&mut self.batch, event).map_err(|e| self.cannot_encode(e.to_string()))?;
-        let len = self.batch.len() - start;
-        if len > FRAME_MAX as usize {
-            self.batch.truncate(start);
-            return Err(self.cannot_encode(format!("a record of {len} bytes: the format's maximum is {FRAME_MAX}")));
-        }
-        if len >= BULK_MIN {
-            // Bulk input data gets a frame (and a compression level) of its own.
-            let raw = self.batch.split_off(start);
-            self.end_batch()?;
-            return self.frame(raw.into());
-        }
-        if self.batch.len() >= BATCH_MAX {
-            self.end_batch()?;
-        }
-        Ok(())
-    }
-
-    fn cannot_encode(&self, what: String) -> TraceError {
-        TraceError::Corrupt { path: self.path.clone(), offset: 0, what: format!("cannot encode: {what}") }
-    }
-
     fn end_batch(&mut self) -> Result<(), TraceError> {
         if self.batch.is_empty() {
             return Ok(());
@@ -383,14 +429,6 @@ impl FrameWriter {
         raw.clear();
         self.batch = raw;
         framed
-    }
-
-    fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, TraceError> {
-        let raw = bincode::serialize(value).map_err(|e| self.cannot_encode(e.to_string()))?;
-        if raw.len() > FRAME_MAX as usize {
-            return Err(self.cannot_encode(format!("a record of {} bytes: the format's maximum is {FRAME_MAX}", raw.len())));
-        }
-        Ok(raw)
     }
 
     fn frame(&mut self, raw: Cow<'_, [u8]>) -> Result<(), TraceError> {
@@ -550,7 +588,8 @@ impl Frames<'_> {
         Some(bincode::deserialize(&raw).map_err(|e| corrupt(format!("undecodable record: {e}"))))
     }
 
-    /// The events of the next frame: one or more, back to back.
+    /// The events of the next frame: one or more entries, back to back,
+    /// the runtime's records decoded.
     fn next_events(&mut self) -> Option<Result<Vec<Event>, TraceError>> {
         let at = self.offset as u64;
         let raw = match self.next_payload()? {
@@ -561,8 +600,9 @@ impl Frames<'_> {
         let mut rest = &raw[..];
         let mut events = Vec::new();
         while !rest.is_empty() {
-            match bincode::deserialize_from::<_, Event>(&mut rest) {
-                Ok(e) => events.push(e),
+            match bincode::deserialize_from::<_, Logged>(&mut rest).map(Logged::into_event) {
+                Ok(Some(e)) => events.push(e),
+                Ok(None) => return Some(Err(corrupt(format!("malformed in-process record (entry {} of the frame)", events.len())))),
                 Err(e) => return Some(Err(corrupt(format!("undecodable event {} of the frame: {e}", events.len())))),
             }
         }

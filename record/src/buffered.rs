@@ -1,0 +1,201 @@
+//! One record the in-process runtime wrote (`struct weft_record` and what
+//! follows it, record/runtime/weft_runtime.h): a buffered syscall with its
+//! path and the memory it wrote, or a synchronization operation.
+//!
+//! The recorder checks a record's layout and its place in the order, and
+//! writes its bytes into the trace as they are; the trace reader decodes
+//! them into the [`Event`] a replay consumes. Decoding at record time
+//! (an event, its path and out-buffers allocated, then encoded again) cost
+//! the recorder more than the rest of a buffered event's way into the
+//! trace, on the cores the program runs on.
+
+use crate::event::{Contents, Event, EventKind, MemWrite, Sync, SyncOp, Syscall};
+use crate::runtime::{self, RECORD_HEADER};
+use crate::syscalls;
+use crate::Tid;
+use serde::{Deserialize, Serialize};
+
+/// Where a record's place in the global order lies (bytes).
+const SEQ: std::ops::Range<usize> = 8..16;
+
+/// The most chunks of memory one record may carry (the runtime copies at
+/// most two).
+const MAX_CHUNKS: usize = 8;
+
+/// A record of thread `tid`, as the runtime wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BufferedRecord {
+    /// The recorded tid of the thread whose slot held it.
+    pub tid: Tid,
+    /// The record's bytes: its header, then its path and chunks, each
+    /// padded to 8 bytes.
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
+}
+
+/// What a record's header says, once its layout checked out.
+struct Header<'a> {
+    kind: u16,
+    seq: u64,
+    nr: i64,
+    args: [u64; 6],
+    result: i64,
+    path: Option<&'a [u8]>,
+    /// The chunks: the address each was copied from, and its bytes.
+    chunks: Vec<(u64, &'a [u8])>,
+}
+
+/// Reads the header at the start of `bytes` and walks its parts, with
+/// `keep_chunks` collecting the chunks. Returns it and the record's size
+/// in bytes; `None` when the record is malformed (a size that is not a
+/// multiple of 8 or runs past `bytes`, an unknown kind or operation, a
+/// part that runs past the record).
+fn header(bytes: &[u8], keep_chunks: bool) -> Option<(Header<'_>, usize)> {
+    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    let size = u32_at(0)? as usize;
+    if size < RECORD_HEADER || size > bytes.len() || !size.is_multiple_of(8) {
+        return None;
+    }
+    let record = &bytes[..size];
+    let kind = u16::from_le_bytes(record.get(4..6)?.try_into().ok()?);
+    let nchunks = u16::from_le_bytes(record.get(6..8)?.try_into().ok()?) as usize;
+    let mut args = [0u64; 6];
+    for (i, a) in args.iter_mut().enumerate() {
+        *a = u64_at(24 + 8 * i)?;
+    }
+    let mut h = Header { kind, seq: u64_at(SEQ.start)?, nr: u64_at(16)? as i64, args, result: u64_at(72)? as i64, path: None, chunks: Vec::new() };
+    match kind {
+        runtime::REC_SYNC => {
+            SyncOp::from_code(h.nr)?;
+        }
+        runtime::REC_SYSCALL if nchunks <= MAX_CHUNKS => {
+            let mut at = RECORD_HEADER;
+            let path_len = u32_at(80)?;
+            if path_len != runtime::NO_PATH {
+                let len = path_len as usize;
+                h.path = Some(record.get(at..at.checked_add(len)?)?);
+                at += len.next_multiple_of(8);
+            }
+            for _ in 0..nchunks {
+                let (addr, len) = (u64_at(at)?, usize::try_from(u64_at(at + 8)?).ok()?);
+                let data = record.get(at + 16..(at + 16).checked_add(len)?)?;
+                if keep_chunks {
+                    h.chunks.push((addr, data));
+                }
+                at += 16 + len.next_multiple_of(8);
+            }
+        }
+        _ => return None,
+    }
+    Some((h, size))
+}
+
+/// Checks the layout of the record at the start of `bytes` (as
+/// [`BufferedRecord::decode`] reads it, less its out-buffers): its place
+/// in the global order and its size in bytes. `None` when it is malformed.
+pub fn check(bytes: &[u8]) -> Option<(u64, usize)> {
+    header(bytes, false).map(|(h, size)| (h.seq, size))
+}
+
+/// Zeroes the place in the order of `record` (checked): the trace's
+/// order is its stream's, and a number that differs in every record
+/// compresses poorly (a third more bytes per event on the syscall-heavy
+/// benchmark).
+pub fn forget_seq(record: &mut [u8]) {
+    record[SEQ].fill(0);
+}
+
+impl BufferedRecord {
+    /// The event the record logs, labelled [`runtime::BUFFERED_LABEL`]:
+    /// a `Sync`, or a `Syscall` whose writes are cut from the chunks in
+    /// [`syscalls::out_buffers`] order (the order a replay writes them
+    /// back in). `None` when the record is malformed or a range of its
+    /// out-buffers is not among its chunks.
+    pub fn decode(&self) -> Option<Event> {
+        let (h, _) = header(&self.bytes, true)?;
+        let kind = match h.kind {
+            runtime::REC_SYNC => EventKind::Sync(Sync { op: SyncOp::from_code(h.nr)?, var: h.args[0], result: h.result }),
+            _ => {
+                let mut s = Syscall::bare(h.nr, h.args, h.result);
+                s.path = h.path.map(<[u8]>::to_vec);
+                s.writes = writes(&s, &h.chunks)?;
+                EventKind::Syscall(s)
+            }
+        };
+        Some(Event { tid: self.tid, label: runtime::BUFFERED_LABEL, kind })
+    }
+}
+
+/// The out-buffers of buffered syscall `s`, cut from the chunks the
+/// runtime copied. `None` when a range is not among them.
+fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
+    let ranges = syscalls::out_buffers(s.nr, &s.args, s.result, &mut |_| None);
+    ranges
+        .into_iter()
+        .map(|(addr, len)| {
+            if len == 0 {
+                return Some(MemWrite { addr, data: Contents::Bytes(Vec::new()) });
+            }
+            let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr.checked_add(len).is_some_and(|end| end <= a + b.len() as u64))?;
+            let from = (addr - start) as usize;
+            Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A record's header as the runtime writes it (weft_runtime.h): its
+    /// `size` in bytes, kind, chunk count, sequence number and syscall
+    /// number or sync op; no path, arguments and result zero.
+    pub(crate) fn header_bytes(size: usize, kind: u16, nchunks: u16, seq: u64, nr: u64) -> [u8; RECORD_HEADER] {
+        let mut rec = [0u8; RECORD_HEADER];
+        rec[0..4].copy_from_slice(&(size as u32).to_le_bytes());
+        rec[4..6].copy_from_slice(&kind.to_le_bytes());
+        rec[6..8].copy_from_slice(&nchunks.to_le_bytes());
+        rec[8..16].copy_from_slice(&seq.to_le_bytes());
+        rec[16..24].copy_from_slice(&nr.to_le_bytes());
+        rec[80..84].copy_from_slice(&runtime::NO_PATH.to_le_bytes());
+        rec
+    }
+
+    fn clock_gettime_record() -> Vec<u8> {
+        let size = RECORD_HEADER + 16 + 16;
+        let mut rec = header_bytes(size, runtime::REC_SYSCALL, 1, 7, libc::SYS_clock_gettime as u64).to_vec();
+        rec[32..40].copy_from_slice(&0x1000u64.to_le_bytes());
+        rec.extend(0x1000u64.to_le_bytes());
+        rec.extend(16u64.to_le_bytes());
+        rec.extend([9u8; 16]);
+        rec
+    }
+
+    #[test]
+    fn decodes_a_buffered_clock_gettime() {
+        let rec = clock_gettime_record();
+        assert_eq!(check(&rec), Some((7, rec.len())));
+        let e = BufferedRecord { tid: 42, bytes: rec }.decode().unwrap();
+        assert_eq!((e.tid, e.label), (42, runtime::BUFFERED_LABEL));
+        let EventKind::Syscall(s) = e.kind else { panic!() };
+        assert_eq!(s.writes, vec![MemWrite { addr: 0x1000, data: Contents::Bytes(vec![9; 16]) }]);
+    }
+
+    #[test]
+    fn malformed_records_are_refused() {
+        let rec = clock_gettime_record();
+        assert!(check(&rec[..40]).is_none(), "a truncated record");
+        let mut long_chunk = rec.clone();
+        long_chunk[RECORD_HEADER + 8..RECORD_HEADER + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(check(&long_chunk).is_none(), "a chunk longer than the record");
+        let mut bad_op = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 1, 999);
+        assert!(check(&bad_op).is_none(), "an unknown sync operation");
+        bad_op[16..24].copy_from_slice(&(SyncOp::MutexLock as u64).to_le_bytes());
+        assert!(check(&bad_op).is_some());
+        let mut moved = rec;
+        moved[RECORD_HEADER..RECORD_HEADER + 8].copy_from_slice(&0x2000u64.to_le_bytes());
+        assert!(check(&moved).is_some(), "the layout holds");
+        assert!(BufferedRecord { tid: 1, bytes: moved }.decode().is_none(), "the out-buffer is not among the chunks");
+    }
+}
