@@ -195,6 +195,23 @@ fn cpp_condition_variable_replays_at_the_first_attempt() {
     assert!(sync_events(&events) > 1000, "{} sync events", sync_events(&events));
 }
 
+/// Which thread a barrier round makes its serial one is the last to
+/// reach the real barrier; the runtime logs each arrival just before the
+/// real call, so a thread preempted in between arrives later than the log
+/// says. Five recordings of 2,000 three-thread rounds (a third of them hit
+/// that window before the replay made the serial thread wait for the
+/// arrivals logged after its own) must each replay in log order, every
+/// thread serial as often as recorded.
+#[test]
+fn barrier_serial_thread_replays_as_recorded() {
+    let prog = program("barrierserial");
+    for n in 0..5 {
+        let (rec, events) = first_attempt(&format!("barrierserial-{n}"), &[prog.to_str().unwrap(), "2000"]);
+        assert_eq!(String::from_utf8_lossy(&rec.stdout).matches(" serial ").count(), 3);
+        assert!(sync_events(&events) >= 12000, "{} sync events", sync_events(&events));
+    }
+}
+
 /// Rust's std::sync::Mutex and Condvar lock with futex(2) directly: an
 /// uncontended lock is an atomic instruction no library sees, so the log
 /// orders the condition variables' futex calls but not who took the

@@ -252,6 +252,7 @@ impl<'a> Session<'a> {
     /// it unblocked: the kernel would requeue a signal blocked again at its
     /// delivery stop. A warning says so.
     fn raise(&mut self, i: usize, s: &Signal, sig: NixSignal, send: bool) -> Result<()> {
+        self.settle(i)?;
         let tid = self.state.threads[i].tid;
         // (After sigsuspend, PTRACE_GETSIGMASK reports the mask it restores,
         // and PTRACE_SETSIGMASK would cancel that restore.)

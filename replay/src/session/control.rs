@@ -47,6 +47,13 @@ impl Session<'_> {
         loop {
             self.switch_runtime_for(i)?;
             let (tid, sig) = self.take_for_resume(i);
+            let t = &self.state.threads[i];
+            // Straight from a skipped call to the next syscall's entry: one
+            // stop instead of three.
+            let sysemu = t.exit_due && sig.is_none() && !one_step && t.taken.is_none();
+            if !sysemu {
+                self.settle(i)?;
+            }
             let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
             let (status, fired) = match over {
                 Over::AtEntry(status) | Over::Signalled(status) => (status, false),
@@ -55,7 +62,12 @@ impl Session<'_> {
                 Over::Ran(_) | Over::Nothing => {
                     let slice = self.skip_slice(i).or_else(|| self.parkable(i).then_some(super::PARK_AFTER));
                     self.watchdog.arm(tid, slice);
-                    ptrace::syscall(tid, sig)?;
+                    if sysemu {
+                        self.state.threads[i].exit_due = false;
+                        ptrace::sysemu(tid, None)?;
+                    } else {
+                        ptrace::syscall(tid, sig)?;
+                    }
                     let status = waitpid(tid, Some(WaitPidFlag::__WALL));
                     let fired = self.watchdog.disarm();
                     (status?, fired)
@@ -72,6 +84,9 @@ impl Session<'_> {
                 WaitStatus::PtraceSyscall(_) => {
                     let regs = ptrace::getregs(tid)?;
                     self.state.threads[i].regs = regs;
+                    if sysemu && !self.keep_sysemu_entry(i, &regs)? {
+                        continue;
+                    }
                     if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         self.set_altstack(i, &regs);
                         if one_step {
@@ -414,17 +429,92 @@ impl Session<'_> {
         Ok(Over::Signalled(status))
     }
 
-    /// Skips the syscall thread `i` is entering and makes it return `result`.
+    /// Skips the syscall thread `i` is entering and makes it return
+    /// `result`: both are set at the entry stop (the kernel leaves rax
+    /// alone for syscall -1), and the exit stop is left due
+    /// ([`Thread::exit_due`]). Errors: ptrace.
     pub(super) fn finish_syscall(&mut self, i: usize, result: i64) -> Result<()> {
         let t = &mut self.state.threads[i];
         t.regs.orig_rax = u64::MAX;
+        t.regs.rax = result as u64;
         ptrace::setregs(t.tid, t.regs)?;
-        self.execute(i)?;
-        self.set_result(i, result)
+        t.at = At::Ready;
+        t.sysemu_entry = false;
+        t.exit_due = true;
+        Ok(())
     }
 
-    /// Runs the syscall thread `i` is entering to its exit stop.
+    /// Takes the exit stop of the syscall thread `i` skipped, when it is
+    /// due ([`Thread::exit_due`]): before the thread is stepped, given a
+    /// signal, made to run a syscall of weft's, or forked. Errors: ptrace,
+    /// a stop other than that exit.
+    pub(super) fn settle(&mut self, i: usize) -> Result<()> {
+        let t = &mut self.state.threads[i];
+        if !std::mem::take(&mut t.exit_due) || matches!(t.at, At::Exited) {
+            return Ok(());
+        }
+        let tid = t.tid;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => Ok(()),
+            other => bail!("thread {tid} did not leave the syscall the replay skipped: {other:?}"),
+        }
+    }
+
+    /// Thread `i` stopped at a syscall's entry under PTRACE_SYSEMU
+    /// (`regs`), which skips it. A call at the runtime's BUFFERED site
+    /// is answered from the log, as the replay answers it anyway: the
+    /// thread stays (true). Any other call is to run: the thread is set
+    /// to enter it again, on its next resume (false).
+    fn keep_sysemu_entry(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+        let at_buffered = regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED;
+        if at_buffered && syscalls::classify(regs.orig_rax as i64, &tracee::syscall_args(regs)) != Class::Execute {
+            self.state.threads[i].sysemu_entry = true;
+            return Ok(true);
+        }
+        self.rewind_to_syscall(i)?;
+        Ok(false)
+    }
+
+    /// Points thread `i`, stopped at a syscall's entry under
+    /// PTRACE_SYSEMU, back at its `syscall` instruction with the call's
+    /// number, so that resuming it enters the call again, as an ordinary
+    /// entry (a pending signal is delivered first, as before a call that
+    /// was not made). Errors: ptrace.
+    fn rewind_to_syscall(&mut self, i: usize) -> Result<()> {
+        let t = &mut self.state.threads[i];
+        t.sysemu_entry = false;
+        t.regs.rip -= remote::SYSCALL_INSN.len() as u64;
+        t.regs.rax = t.regs.orig_rax;
+        t.regs.orig_rax = u64::MAX;
+        Ok(ptrace::setregs(t.tid, t.regs)?)
+    }
+
+    /// Makes thread `i`, at a PTRACE_SYSEMU entry stop of a call that is
+    /// to run ([`Thread::sysemu_entry`], orig_rax not -1), enter it again
+    /// to an ordinary entry stop. Errors: ptrace, another stop.
+    fn reenter(&mut self, i: usize) -> Result<()> {
+        let nr = self.state.threads[i].regs.orig_rax;
+        self.rewind_to_syscall(i)?;
+        let tid = self.state.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => {
+                self.state.threads[i].regs = ptrace::getregs(tid)?;
+                Ok(())
+            }
+            other => bail!("thread {tid} did not enter syscall {nr} again: {other:?}"),
+        }
+    }
+
+    /// Runs the syscall thread `i` is entering to its exit stop (skips it,
+    /// when orig_rax is -1).
     pub(super) fn execute(&mut self, i: usize) -> Result<Regs> {
+        let t = &self.state.threads[i];
+        if t.sysemu_entry && t.regs.orig_rax != u64::MAX {
+            self.reenter(i)?;
+        }
+        self.state.threads[i].sysemu_entry = false;
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {

@@ -88,15 +88,36 @@ impl Session<'_> {
         // hashing until SIGALRM) kept the core from the thread the log
         // waits for.
         let handover = match &expected.kind {
-            EventKind::Sync(s) if s.op.is_release() => {
-                !matches!(s.op, SyncOp::CondRelease | SyncOp::BarrierArrive) && self.next_owner().is_some_and(|j| j != i)
-            }
+            EventKind::Sync(s) if s.op == SyncOp::BarrierArrive => self.barrier_arrives_last(i, s.var),
+            EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
         if self.sync_logged && handover && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
+    }
+
+    /// Whether thread `i`, whose arrival at barrier `var` was just
+    /// matched, is to wait before its real call for the arrivals of other
+    /// threads that the log places after its own. The runtime logs an
+    /// arrival before the real call, and another thread could reach the
+    /// real barrier first; the last to reach it is the round's serial
+    /// thread (pthread_barrier_wait(3)), as the thread's next leave of
+    /// `var` records. So a serial thread with arrivals still to come hands
+    /// the core over at its marker; the others go on into the barrier,
+    /// in log order. (A replay that went on in log order made the wrong
+    /// thread serial in 2 recordings of 6 of 2,000 three-thread rounds.)
+    fn barrier_arrives_last(&self, i: usize, var: u64) -> bool {
+        let me = self.state.threads[i].rec;
+        let Some(list) = self.log.events_of(me) else { return false };
+        let on_var = |e: usize, op: SyncOp| matches!(&self.trace.events[e].kind, EventKind::Sync(s) if s.op == op && s.var == var);
+        let from = self.state.pos;
+        let Some(&leave) = list[list.partition_point(|&e| e < from)..].iter().find(|&&e| on_var(e, SyncOp::BarrierLeave)) else {
+            return false;
+        };
+        let serial = matches!(&self.trace.events[leave].kind, EventKind::Sync(s) if s.result == 1);
+        serial && (from..leave).any(|e| self.trace.events[e].tid != me && on_var(e, SyncOp::BarrierArrive))
     }
 
     /// The point a parked breakpoint gives before runtime marker `e` of
@@ -528,6 +549,7 @@ impl Session<'_> {
     /// path written below its stack's red zone and put back after.
     fn remote_chdir(&mut self, i: usize, dir: &[u8]) -> Result<()> {
         let Some(insn) = self.state.syscall_insn else { return Ok(()) };
+        self.settle(i)?;
         let regs = self.state.threads[i].regs;
         let mut path = dir.to_vec();
         path.push(0);

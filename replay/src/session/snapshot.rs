@@ -62,6 +62,9 @@ impl<'a> Session<'a> {
             if let Some(tid) = tid {
                 t.tid = *tid;
             }
+            // The copy's threads stop outside any syscall, or at an
+            // ordinary entry (ThreadImage::apply).
+            (t.exit_due, t.sysemu_entry) = (false, false);
         }
         // A snapshot holds one live process, the current thread's.
         let pid = state.threads[s.cur].tid;
@@ -128,6 +131,8 @@ impl<'a> Session<'a> {
         let Some(insn) = self.state.syscall_insn.filter(|&a| self.mem(cur).read(a, 2).is_ok_and(|b| b == remote::SYSCALL_INSN)) else {
             return Ok(None);
         };
+        // The fork is a syscall of weft's, made from a stop outside one.
+        self.settle(cur)?;
         let Some(snapshot) = self.snapshot(cur, pending)? else { return Ok(None) };
         let t = &self.state.threads[cur];
         let Some(template) = Template::fork(t.tid, &t.regs, insn)? else { return Ok(None) };

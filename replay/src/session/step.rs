@@ -40,6 +40,7 @@ impl Session<'_> {
         self.switch_runtime_for(i)?;
         let (tid, sig) = self.take_for_resume(i);
         self.state.threads[i].taken = None;
+        self.settle(i)?;
         ptrace::step(tid, sig)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
