@@ -257,7 +257,11 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 /// warning; calls the other thread made before it saw that are buffered,
 /// later ones take the ptrace path, and the replay finds the same
 /// switch in each thread. Three recordings each (the switch races with
-/// the other thread), all replayed in log order.
+/// the other thread), all replayed in log order. The seccomp filter
+/// refuses two calls the program then makes (getppid, and an mprotect,
+/// which a replay would otherwise run): the kernel fails them before
+/// weft's filter sees them, and the replay runs the program's filter to
+/// fail them the same way.
 #[test]
 fn hostile_programs_fall_back_to_ptrace_and_replay() {
     let prog = program("hostile");
@@ -269,6 +273,12 @@ fn hostile_programs_fall_back_to_ptrace_and_replay() {
             assert_eq!(rec.status.code(), Some(0), "record {name}: {}", err(&rec));
             let warnings = err(&rec).matches("recorded through ptrace only from here on").count();
             assert_eq!(warnings, falls_back as usize, "{name}: {}", err(&rec));
+            if mode == "seccomp" {
+                let out = String::from_utf8_lossy(&rec.stdout);
+                for refused in ["getppid: -1 (Operation not permitted)", "mprotect: -1 (Operation not permitted)", "page written"] {
+                    assert!(out.contains(refused), "{name}: {out}");
+                }
+            }
             let rep = replay(&trace, &["--no-explore"]);
             assert_replays_as_recorded(&name, &rec, &rep);
             let events = dump(&trace);

@@ -238,6 +238,10 @@ pub struct Syscall {
     /// §2.2.3), from `nr` and `args`: an irrevocable one closes an epoch
     /// ([`crate::epochs`]).
     pub class: CallClass,
+    /// For a seccomp filter the program installed: the filter, which a
+    /// replay runs at each syscall entry of the threads it applies to
+    /// ([`crate::seccomp`]).
+    pub seccomp: Option<Box<crate::seccomp::Filter>>,
 }
 
 /// A range of tracee memory and its contents.
@@ -480,6 +484,6 @@ impl Syscall {
     /// every one has its class.
     pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
         let class = call_class(nr, &args);
-        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false, class }
+        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false, class, seccomp: None }
     }
 }

@@ -20,6 +20,7 @@ pub mod inprocess;
 pub mod mapping;
 pub mod recorder;
 pub mod runtime;
+pub mod seccomp;
 pub mod store;
 pub mod syscalls;
 pub mod trace;

@@ -19,6 +19,7 @@ use crate::cpu::Cpu;
 use crate::inprocess::InProcess;
 use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, HitState, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::mapping::{self, Source};
+use crate::seccomp;
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
 use crate::tracee::{self, Launch, Memory, Regs};
@@ -430,6 +431,7 @@ impl Recorder {
             }
             _ => {}
         }
+        s.seccomp = seccomp::installed(e.nr, &e.args, result, self.mem(pid)?).map(Box::new);
         Ok(s)
     }
 

@@ -48,6 +48,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use weft_record::event::End;
+use weft_record::seccomp;
 use weft_record::tracee::{self, Launch, Memory, Regs};
 use weft_record::{Tid, Trace};
 
@@ -270,6 +271,9 @@ struct Thread {
     /// this call whatever its registers say; to run it, the thread enters
     /// it again ([`Session::reenter`]).
     sysemu_entry: bool,
+    /// The program's own seccomp filters that apply to it, oldest first
+    /// (inherited from the thread that made it, as clone(2) does).
+    filters: Vec<Arc<seccomp::Filter>>,
 }
 
 impl Thread {
@@ -296,6 +300,7 @@ impl Thread {
             marked: false,
             exit_due: false,
             sysemu_entry: false,
+            filters: Vec::new(),
         }
     }
 }
@@ -429,6 +434,9 @@ struct State {
     futexes: Queues,
     digest: Option<Digest>,
     warned: HashSet<i64>,
+    /// A seccomp filter's action the replay does not take was warned
+    /// about ([`Session::refused_by_filter`]).
+    filter_warned: bool,
     /// The last signal delivered, to check a fatal end.
     last_delivery: Option<Delivery>,
     sync_trace: SyncTrace,
@@ -494,6 +502,7 @@ impl<'a> Session<'a> {
             futexes: Queues::default(),
             digest: opts.digest.then(Digest::default),
             warned: HashSet::new(),
+            filter_warned: false,
             last_delivery: None,
             sync_trace: SyncTrace::new(opts.sync_trace_len),
             syscall_insn: None,

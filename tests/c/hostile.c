@@ -6,8 +6,9 @@
  *   closefds  close every descriptor from 3 up, then dup2 a pipe over 3..63
  *   unmap     munmap a slot of the runtime's shared buffers (where weft
  *             puts them; nothing is mapped there natively)
- *   seccomp   install a seccomp filter that fails getppid with EPERM (and
- *             lets every other call through)
+ *   seccomp   install a seccomp filter that fails getppid, and mprotect to
+ *             PROT_READ|PROT_EXEC, with EPERM (and lets every other call
+ *             through), then make both calls: neither reaches weft
  *   clone     clone threads with unusual flags: no CLONE_SETTLS (the
  *             parent's TLS), and CLONE_VM without CLONE_THREAD (a process
  *             sharing memory) */
@@ -80,16 +81,27 @@ static void unmap(void) {
     printf("munmap of a shared buffer: %d\n", r);
 }
 
+static char page[4096] __attribute__((aligned(4096)));
+
 static void seccomp(void) {
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROT_READ | PROT_EXEC, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {sizeof code / sizeof code[0], code};
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     printf("seccomp: %ld\n", syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
+    long ppid = syscall(SYS_getppid);
+    printf("getppid: %ld (%s)\n", ppid, ppid < 0 ? strerror(errno) : "allowed");
+    int r = mprotect(page, sizeof page, PROT_READ | PROT_EXEC);
+    printf("mprotect: %d (%s)\n", r, r ? strerror(errno) : "allowed");
+    page[0] = 1; /* still writable: the refused mprotect did nothing */
+    printf("page written\n");
 }
 
 static char stacks[2][65536] __attribute__((aligned(16)));

@@ -13,7 +13,7 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use weft_record::runtime;
+use weft_record::{runtime, seccomp};
 use weft_record::syscalls::{self, Class};
 use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
@@ -96,7 +96,7 @@ impl Session<'_> {
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
-                    if self.runtime_call(i, nr, regs.rip)? {
+                    if self.runtime_call(i, nr, regs.rip)? || self.refused_by_filter(i, &regs)? {
                         if one_step {
                             return stepped(None);
                         }
@@ -184,6 +184,32 @@ impl Session<'_> {
         }
         self.finish_syscall(i, if hello { runtime::MODE_REPLAY } else { -libc::ENOSYS as i64 })?;
         Ok(true)
+    }
+
+    /// Runs thread `i`'s seccomp filters (the program's own,
+    /// [`Thread::filters`]) on the syscall it is entering (`regs`), as the
+    /// kernel ran them beside the recorder's: a call they refused with an
+    /// errno never reached the recorder, and fails the same way here
+    /// (true: the thread is past it). A call at the runtime's BUFFERED
+    /// site is the log's to answer. A filter that traps or kills the call
+    /// is left to the log, which holds the signal or the end it caused;
+    /// the replay does not make them, and says so once. Errors: ptrace.
+    fn refused_by_filter(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+        let t = &self.state.threads[i];
+        if t.filters.is_empty() || regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED {
+            return Ok(false);
+        }
+        let data = seccomp::Data { nr: regs.orig_rax as i64, ip: regs.rip, args: tracee::syscall_args(regs) };
+        let ret = seccomp::decide(t.filters.iter().map(|f| f.as_ref()), &data);
+        if let Some(errno) = seccomp::errno(ret) {
+            self.finish_syscall(i, -errno)?;
+            return Ok(true);
+        }
+        if !seccomp::lets_through(ret) && !std::mem::replace(&mut self.state.filter_warned, true) {
+            let call = syscalls::call_name(data.nr, &data.args);
+            eprintln!("weft: warning: event {}: the program's seccomp filter returns {ret:#x} for {call}, an action the replay does not take (it may diverge here)", self.state.pos);
+        }
+        Ok(false)
     }
 
     /// Process `p`'s runtime goes off here, as the recorder turned it off

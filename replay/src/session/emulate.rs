@@ -5,6 +5,8 @@
 
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
+use std::sync::Arc;
+use weft_record::seccomp;
 use crate::fds::Stream;
 use crate::futex;
 use crate::sync_points::{self, MarkerPoint, Op};
@@ -329,6 +331,9 @@ impl Session<'_> {
         if self.turns_runtime_off(p, e.nr, &e.args) {
             // As the recorder did before the call.
             self.runtime_off(p)?;
+        }
+        if let Some(filter) = &s.seccomp {
+            self.install_filter(i, filter);
         }
         match syscalls::classify(e.nr, &e.args) {
             Class::Input if matches!(e.nr, libc::SYS_chdir | libc::SYS_fchdir) => self.change_dir(i, e, s)?,
@@ -768,7 +773,9 @@ impl Session<'_> {
         }
         self.state.by_rec.insert(rec_child, self.state.threads.len());
         let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
-        self.state.threads.push(Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid));
+        let mut thread = Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid);
+        thread.filters = self.state.threads[i].filters.clone();
+        self.state.threads.push(thread);
         if proc == 0 && self.watchpoints.armed() {
             self.watchpoints.apply(child)?;
         }
@@ -776,6 +783,21 @@ impl Session<'_> {
             self.halt = Some(Halt::ThreadCreated { tid: rec_child, parent: self.state.threads[i].rec });
         }
         Ok(())
+    }
+
+    /// Thread `i` installed the program's seccomp filter `filter` (not
+    /// installed in the replay, whose own calls it would judge): it
+    /// applies to the thread, or to every thread of its process with
+    /// SECCOMP_FILTER_FLAG_TSYNC, from their next syscall on
+    /// ([`Session::filtered`]).
+    fn install_filter(&mut self, i: usize, filter: &seccomp::Filter) {
+        let (filter, p) = (Arc::new(filter.clone()), self.state.threads[i].proc);
+        let tsync = filter.flags & seccomp::FLAG_TSYNC != 0;
+        for (j, t) in self.state.threads.iter_mut().enumerate() {
+            if j == i || (tsync && t.proc == p && t.at != At::Exited) {
+                t.filters.push(Arc::clone(&filter));
+            }
+        }
     }
 
     /// Whether thread `i`'s next logged event, asynchronous signals aside
