@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@
 #include <sys/prctl.h>
 
 static const char *self;
+
+/* Posted once the busy thread has made its first round of calls. */
+static sem_t started;
 
 /* 4000 rounds of buffered calls; prints a checksum of what they saw. */
 static void *busy(void *arg) {
@@ -53,7 +57,8 @@ static void *busy(void *arg) {
                 close(fd);
             }
         }
-        rounds++;
+        if (rounds++ == 0)
+            sem_post(&started);
     }
     printf("busy: %lu rounds, sum %lu\n", rounds, sum);
     return NULL;
@@ -136,8 +141,11 @@ int main(int argc, char **argv) {
         return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     pthread_t t;
+    sem_init(&started, 0, 0);
     pthread_create(&t, NULL, busy, NULL);
-    usleep(2000);
+    /* The act races with the busy thread's later calls, not its first:
+     * on a loaded machine that thread may not have run at all yet. */
+    sem_wait(&started);
     if (!strcmp(argv[1], "closefds"))
         closefds();
     else if (!strcmp(argv[1], "unmap"))

@@ -87,7 +87,8 @@ impl Session<'_> {
                     if sysemu && !self.keep_sysemu_entry(i, &regs)? {
                         continue;
                     }
-                    if tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
+                    // PTRACE_SYSEMU reports entries only.
+                    if !sysemu && tracee::syscall_stop_kind(tid) == tracee::SYSCALL_INFO_EXIT {
                         self.set_altstack(i, &regs);
                         if one_step {
                             return stepped(None);
