@@ -51,3 +51,19 @@ fn rust_statx_probe_with_a_null_path_replays() {
     let out = String::from_utf8_lossy(&rec.stdout);
     assert!(out.starts_with("missing: entity not found\nexe: "), "{out}");
 }
+
+/// A seccomp filter of the program's traps getppid (SECCOMP_RET_TRAP)
+/// and a SIGSYS handler catches it: the call never reaches weft's filter
+/// (the program's wins), so the replay runs the program's filter, skips
+/// the call as the kernel did and delivers the recorded SIGSYS, whose
+/// siginfo (the call's number, the filter's data) the handler prints.
+/// No warning: the filter is replayed, not unsupported.
+#[test]
+fn seccomp_trap_replays_its_sigsys() {
+    let prog = program("seccomptrap");
+    let (rec, rep) = record_and_replay("seccomptrap", &[prog.to_str().unwrap()], Stdio::null());
+    let out = String::from_utf8_lossy(&rec.stdout);
+    let nr = libc::SYS_getppid;
+    assert!(out.contains(&format!("getppid {nr} trapped 3 nr {nr} data 7")), "{out}");
+    assert!(!err(&rec).contains("not supported") && !err(&rep).contains("unsupported"), "{}{}", err(&rec), err(&rep));
+}

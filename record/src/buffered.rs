@@ -45,19 +45,18 @@ struct Header<'a> {
     chunks: Vec<(u64, &'a [u8])>,
 }
 
-/// Reads the header at the start of `bytes` and walks its parts, with
-/// `keep_chunks` collecting the chunks. Returns it and the record's size
-/// in bytes; `None` when the record is malformed (a size that is not a
-/// multiple of 8 or runs past `bytes`, an unknown kind or operation, a
-/// part that runs past the record).
-fn header(bytes: &[u8], keep_chunks: bool) -> Option<(Header<'_>, usize)> {
-    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
-    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
-    let size = u32_at(0)? as usize;
+/// Reads the header at the start of `bytes` and walks its parts. Returns
+/// it and the record's size in bytes; `None` when the record is malformed
+/// (a size that is not a multiple of 8 or runs past `bytes`, an unknown
+/// kind, operation or syscall, a part that runs past the record).
+fn header(bytes: &[u8]) -> Option<(Header<'_>, usize)> {
+    let size = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     if size < RECORD_HEADER || size > bytes.len() || !size.is_multiple_of(8) {
         return None;
     }
     let record = &bytes[..size];
+    let u32_at = |o: usize| Some(u32::from_le_bytes(record.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(record.get(o..o + 8)?.try_into().ok()?));
     let kind = u16::from_le_bytes(record.get(4..6)?.try_into().ok()?);
     let nchunks = u16::from_le_bytes(record.get(6..8)?.try_into().ok()?) as usize;
     let mut args = [0u64; 6];
@@ -69,7 +68,13 @@ fn header(bytes: &[u8], keep_chunks: bool) -> Option<(Header<'_>, usize)> {
         runtime::REC_SYNC => {
             SyncOp::from_code(h.nr)?;
         }
-        runtime::REC_SYSCALL if nchunks <= MAX_CHUNKS => {
+        // poll's out-buffer is 8 bytes per descriptor: a count that large
+        // is no poll the runtime made.
+        runtime::REC_SYSCALL
+            if nchunks <= MAX_CHUNKS
+                && runtime::BUFFERED_SYSCALLS.contains(&h.nr)
+                && (h.nr != libc::SYS_poll || h.args[1] <= u64::from(u32::MAX)) =>
+        {
             let mut at = RECORD_HEADER;
             let path_len = u32_at(80)?;
             if path_len != runtime::NO_PATH {
@@ -79,10 +84,7 @@ fn header(bytes: &[u8], keep_chunks: bool) -> Option<(Header<'_>, usize)> {
             }
             for _ in 0..nchunks {
                 let (addr, len) = (u64_at(at)?, usize::try_from(u64_at(at + 8)?).ok()?);
-                let data = record.get(at + 16..(at + 16).checked_add(len)?)?;
-                if keep_chunks {
-                    h.chunks.push((addr, data));
-                }
+                h.chunks.push((addr, record.get(at + 16..(at + 16).checked_add(len)?)?));
                 at += 16 + len.next_multiple_of(8);
             }
         }
@@ -91,11 +93,19 @@ fn header(bytes: &[u8], keep_chunks: bool) -> Option<(Header<'_>, usize)> {
     Some((h, size))
 }
 
-/// Checks the layout of the record at the start of `bytes` (as
-/// [`BufferedRecord::decode`] reads it, less its out-buffers): its place
-/// in the global order and its size in bytes. `None` when it is malformed.
+/// Checks the record at the start of `bytes` as [`BufferedRecord::decode`]
+/// reads it (its layout, and that its chunks hold its out-buffers),
+/// without copying anything: its place in the global order and its size
+/// in bytes. `None` when it is malformed, so that the recorder keeps no
+/// record the trace reader would refuse.
 pub fn check(bytes: &[u8]) -> Option<(u64, usize)> {
-    header(bytes, false).map(|(h, size)| (h.seq, size))
+    let (h, size) = header(bytes)?;
+    if h.kind == runtime::REC_SYSCALL {
+        for (addr, len) in syscalls::out_buffers(h.nr, &h.args, h.result, &mut |_| None) {
+            within(&h.chunks, addr, len)?;
+        }
+    }
+    Some((h.seq, size))
 }
 
 /// Zeroes the place in the order of `record` (checked): the trace's
@@ -113,7 +123,7 @@ impl BufferedRecord {
     /// back in). `None` when the record is malformed or a range of its
     /// out-buffers is not among its chunks.
     pub fn decode(&self) -> Option<Event> {
-        let (h, _) = header(&self.bytes, true)?;
+        let (h, _) = header(&self.bytes)?;
         let kind = match h.kind {
             runtime::REC_SYNC => EventKind::Sync(Sync { op: SyncOp::from_code(h.nr)?, var: h.args[0], result: h.result }),
             _ => {
@@ -131,17 +141,20 @@ impl BufferedRecord {
 /// runtime copied. `None` when a range is not among them.
 fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
     let ranges = syscalls::out_buffers(s.nr, &s.args, s.result, &mut |_| None);
-    ranges
-        .into_iter()
-        .map(|(addr, len)| {
-            if len == 0 {
-                return Some(MemWrite { addr, data: Contents::Bytes(Vec::new()) });
-            }
-            let (start, bytes) = chunks.iter().find(|(a, b)| *a <= addr && addr.checked_add(len).is_some_and(|end| end <= a + b.len() as u64))?;
-            let from = (addr - start) as usize;
-            Some(MemWrite { addr, data: Contents::Bytes(bytes[from..from + len as usize].to_vec()) })
-        })
-        .collect()
+    ranges.into_iter().map(|(addr, len)| Some(MemWrite { addr, data: Contents::Bytes(within(chunks, addr, len)?.to_vec()) })).collect()
+}
+
+/// The `len` bytes at `addr`, cut from the chunk that holds them all;
+/// `None` when none does. (Any record holds an empty range.)
+fn within<'a>(chunks: &[(u64, &'a [u8])], addr: u64, len: u64) -> Option<&'a [u8]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    let end = addr.checked_add(len)?;
+    chunks.iter().find_map(|&(start, bytes)| {
+        let holds = start <= addr && start.checked_add(bytes.len() as u64).is_some_and(|stop| end <= stop);
+        holds.then(|| &bytes[(addr - start) as usize..(end - start) as usize])
+    })
 }
 
 #[cfg(test)]
@@ -193,9 +206,19 @@ pub(crate) mod tests {
         assert!(check(&bad_op).is_none(), "an unknown sync operation");
         bad_op[16..24].copy_from_slice(&(SyncOp::MutexLock as u64).to_le_bytes());
         assert!(check(&bad_op).is_some());
-        let mut moved = rec;
+        let mut moved = rec.clone();
         moved[RECORD_HEADER..RECORD_HEADER + 8].copy_from_slice(&0x2000u64.to_le_bytes());
-        assert!(check(&moved).is_some(), "the layout holds");
-        assert!(BufferedRecord { tid: 1, bytes: moved }.decode().is_none(), "the out-buffer is not among the chunks");
+        assert!(check(&moved).is_none(), "the out-buffer is not among the chunks");
+        assert!(BufferedRecord { tid: 1, bytes: moved }.decode().is_none());
+        let mut wrapping = rec.clone();
+        wrapping[RECORD_HEADER..RECORD_HEADER + 8].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
+        assert!(check(&wrapping).is_none(), "a chunk whose end wraps around");
+        let mut other_call = rec.clone();
+        other_call[16..24].copy_from_slice(&(libc::SYS_mprotect as u64).to_le_bytes());
+        assert!(check(&other_call).is_none(), "a call the runtime does not make");
+        let mut huge_poll = rec;
+        huge_poll[16..24].copy_from_slice(&(libc::SYS_poll as u64).to_le_bytes());
+        huge_poll[32..40].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
+        assert!(check(&huge_poll).is_none(), "a poll of more descriptors than exist");
     }
 }

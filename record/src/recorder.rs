@@ -396,6 +396,7 @@ impl Recorder {
             // changes to this directory by path (emulate.rs, change_dir).
             s.path = std::fs::read_link(format!("/proc/{pid}/cwd")).ok().map(|p| p.into_os_string().into_vec());
         }
+        let filter = seccomp::installed(e.nr, &e.args, result, self.mem(pid)?);
         let mem = self.mem(pid)?;
         let mut read_u64 = |a: u64| mem.read_u64(a).ok();
         match syscalls::classify(e.nr, &e.args) {
@@ -421,6 +422,8 @@ impl Recorder {
                     s.writes.push(MemWrite { addr: result as u64 + e.args[1], data: Contents::Bytes(bytes) });
                 }
             }
+            // A filter of the program's, which a replay runs.
+            Class::Unsupported if filter.as_ref().is_some_and(seccomp::Filter::replayed) => {}
             Class::Unsupported => {
                 s.unsupported = true;
                 let msg = format!(
@@ -431,7 +434,7 @@ impl Recorder {
             }
             _ => {}
         }
-        s.seccomp = seccomp::installed(e.nr, &e.args, result, self.mem(pid)?).map(Box::new);
+        s.seccomp = filter.map(Box::new);
         Ok(s)
     }
 

@@ -37,6 +37,24 @@ pub const SHARED: u64 = 0x6fff_0001_0000;
 /// The end of the runtime's memory (its code page, then the buffers).
 pub const END: u64 = SHARED + SHARED_SIZE as u64;
 
+/// The syscalls the runtime makes and logs itself (its `buffered()`
+/// callers in weft_runtime.c): a record of any other number is malformed.
+pub const BUFFERED_SYSCALLS: [i64; 13] = [
+    libc::SYS_clock_gettime,
+    libc::SYS_gettimeofday,
+    libc::SYS_time,
+    libc::SYS_newfstatat,
+    libc::SYS_fstat,
+    libc::SYS_statx,
+    libc::SYS_poll,
+    libc::SYS_read,
+    libc::SYS_pread64,
+    libc::SYS_getdents64,
+    libc::SYS_getrandom,
+    libc::SYS_openat,
+    libc::SYS_close,
+];
+
 /// Whether syscall `nr` with arguments `args` changes the runtime's own
 /// memory (munmap, mprotect, or an anonymous mmap at an address inside
 /// it): the filter traps those, and the process's runtime is turned off.
@@ -58,13 +76,9 @@ pub fn turns_off(nr: i64, args: &[u64; 6]) -> bool {
 /// Why syscall `nr` with `args` turns the runtime off, if it does
 /// ([`turns_off`]), for the recorder's warning.
 pub fn off_reason(nr: i64, args: &[u64; 6]) -> Option<&'static str> {
-    const SECCOMP_SET_MODE_STRICT: u64 = 0;
-    const SECCOMP_SET_MODE_FILTER: u64 = 1;
-    let filter = (nr == libc::SYS_seccomp && matches!(args[0], SECCOMP_SET_MODE_STRICT | SECCOMP_SET_MODE_FILTER))
-        || (nr == libc::SYS_prctl && args[0] == libc::PR_SET_SECCOMP as u64);
     if touches_runtime(nr, args) {
         Some("changes the in-process runtime's memory")
-    } else if filter {
+    } else if crate::seccomp::is_install(nr, args) {
         Some("installs a seccomp filter of its own")
     } else {
         None

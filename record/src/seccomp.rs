@@ -15,12 +15,17 @@ use serde::{Deserialize, Serialize};
 /// SECCOMP_FILTER_FLAG_TSYNC: the filter applies to every thread of the
 /// process, not only the caller.
 pub const FLAG_TSYNC: u64 = 1;
+/// SECCOMP_FILTER_FLAG_NEW_LISTENER: the filter's USER_NOTIF actions go
+/// to a supervisor through a descriptor, which a replay cannot play.
+const FLAG_NEW_LISTENER: u64 = 8;
 /// The classic BPF return value that lets a call through.
 pub const RET_ALLOW: u32 = 0x7fff_0000;
 /// The action part of a return value (SECCOMP_RET_ACTION_FULL).
 const RET_ACTION: u32 = 0xffff_0000;
 /// SECCOMP_RET_ERRNO: the call fails with the errno in the data part.
 const RET_ERRNO: u32 = 0x0005_0000;
+/// SECCOMP_RET_TRAP: the call is not made, and the thread gets SIGSYS.
+const RET_TRAP: u32 = 0x0003_0000;
 /// SECCOMP_RET_KILL_THREAD.
 const RET_KILL_THREAD: u32 = 0;
 /// The most instructions a filter may have (BPF_MAXINSNS).
@@ -53,28 +58,50 @@ pub struct Filter {
     pub program: Vec<Insn>,
 }
 
+impl Filter {
+    /// Whether a replay reproduces what the filter does: every action but
+    /// USER_NOTIF, whose supervisor is another program.
+    pub fn replayed(&self) -> bool {
+        self.flags & FLAG_NEW_LISTENER == 0
+    }
+}
+
 /// The filter syscall `nr` with `args` installed, if it is a seccomp
-/// install that succeeded (`result` 0): SECCOMP_SET_MODE_FILTER (its
+/// install that succeeded (`result` 0, or a listener's descriptor):
+/// SECCOMP_SET_MODE_FILTER (its
 /// `struct sock_fprog` read from `mem`) or strict mode (read, write, exit
 /// and rt_sigreturn only, as a filter). `None` for any other call, or
 /// when the program cannot be read.
 pub fn installed(nr: i64, args: &[u64; 6], result: i64, mem: &Memory) -> Option<Filter> {
+    // A filter with a listener returns its descriptor.
+    if result < 0 {
+        return None;
+    }
+    let (strict, flags) = install_mode(nr, args)?;
+    let program = if strict { strict_program() } else { read_program(args[2], mem)? };
+    Some(Filter { flags, program })
+}
+
+/// Whether syscall `nr` with `args` installs a seccomp filter or strict
+/// mode (seccomp(2) SECCOMP_SET_MODE_FILTER or STRICT, prctl(2)
+/// PR_SET_SECCOMP).
+pub fn is_install(nr: i64, args: &[u64; 6]) -> bool {
+    install_mode(nr, args).is_some()
+}
+
+/// For a seccomp install: whether it is strict mode, and its flags.
+fn install_mode(nr: i64, args: &[u64; 6]) -> Option<(bool, u64)> {
     const SECCOMP_SET_MODE_STRICT: u64 = 0;
     const SECCOMP_SET_MODE_FILTER: u64 = 1;
     const SECCOMP_MODE_STRICT: u64 = 1;
     const SECCOMP_MODE_FILTER: u64 = 2;
-    if result != 0 {
-        return None;
+    match (nr, args[0], args[1]) {
+        (libc::SYS_seccomp, SECCOMP_SET_MODE_STRICT, _) => Some((true, 0)),
+        (libc::SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags) => Some((false, flags)),
+        (libc::SYS_prctl, op, SECCOMP_MODE_STRICT) if op == libc::PR_SET_SECCOMP as u64 => Some((true, 0)),
+        (libc::SYS_prctl, op, SECCOMP_MODE_FILTER) if op == libc::PR_SET_SECCOMP as u64 => Some((false, 0)),
+        _ => None,
     }
-    let (strict, flags) = match (nr, args[0], args[1]) {
-        (libc::SYS_seccomp, SECCOMP_SET_MODE_STRICT, _) => (true, 0),
-        (libc::SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags) => (false, flags),
-        (libc::SYS_prctl, op, SECCOMP_MODE_STRICT) if op == libc::PR_SET_SECCOMP as u64 => (true, 0),
-        (libc::SYS_prctl, op, SECCOMP_MODE_FILTER) if op == libc::PR_SET_SECCOMP as u64 => (false, 0),
-        _ => return None,
-    };
-    let program = if strict { strict_program() } else { read_program(args[2], mem)? };
-    Some(Filter { flags, program })
 }
 
 /// Reads the `struct sock_fprog` at `at` (a u16 length, then a pointer to
@@ -225,6 +252,12 @@ pub fn decide<'a>(filters: impl DoubleEndedIterator<Item = &'a Filter>, data: &D
 /// SECCOMP_RET_ERRNO (its data, at most 4095 as the kernel caps it).
 pub fn errno(ret: u32) -> Option<i64> {
     (ret & RET_ACTION == RET_ERRNO).then_some(i64::from((ret & 0xffff).min(4095)))
+}
+
+/// Whether return value `ret` traps the call: it is not made, and the
+/// thread gets SIGSYS (SECCOMP_RET_TRAP).
+pub fn traps(ret: u32) -> bool {
+    ret & RET_ACTION == RET_TRAP
 }
 
 /// Whether return value `ret` lets the call go on as it would without

@@ -21,6 +21,25 @@ use weft_record::tracee::{self, Regs};
 /// eflags' resume flag (RF, bit 16).
 const RESUME_FLAG: u64 = 1 << 16;
 
+/// Whether a thread stopped at a syscall (`regs`) made it at the
+/// runtime's BUFFERED site.
+fn at_buffered_site(regs: &Regs) -> bool {
+    regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED
+}
+
+/// What the program's seccomp filters made of a syscall
+/// ([`Session::run_filters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filtered {
+    /// The call goes on as without them.
+    Passed,
+    /// It was not made: it failed with their errno, or was skipped for
+    /// an action the replay does not take. The thread is past it.
+    Refused,
+    /// It was skipped for a SIGSYS, which the log holds next.
+    Trapped,
+}
+
 /// What stepping over a taken int3 did.
 pub(super) enum Over {
     /// There was nothing to step over.
@@ -49,7 +68,7 @@ impl Session<'_> {
             let (tid, sig) = self.take_for_resume(i);
             let t = &self.state.threads[i];
             // Straight from a skipped call to the next syscall's entry: one
-            // stop instead of three.
+            // stop instead of two.
             let sysemu = t.exit_due && sig.is_none() && !one_step && t.taken.is_none();
             if !sysemu {
                 self.settle(i)?;
@@ -97,7 +116,13 @@ impl Session<'_> {
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);
                     let nr = regs.orig_rax as i64;
-                    if self.runtime_call(i, nr, regs.rip)? || self.refused_by_filter(i, &regs)? {
+                    // The program's filters ran before the recorder's, on
+                    // the runtime's own requests too.
+                    let filtered = self.run_filters(i, &regs)?;
+                    if filtered == Filtered::Trapped {
+                        return Ok(Advance::Point);
+                    }
+                    if filtered == Filtered::Refused || self.runtime_call(i, nr, regs.rip)? {
                         if one_step {
                             return stepped(None);
                         }
@@ -189,28 +214,40 @@ impl Session<'_> {
 
     /// Runs thread `i`'s seccomp filters (the program's own,
     /// [`Thread::filters`]) on the syscall it is entering (`regs`), as the
-    /// kernel ran them beside the recorder's: a call they refused with an
-    /// errno never reached the recorder, and fails the same way here
-    /// (true: the thread is past it). A call at the runtime's BUFFERED
-    /// site is the log's to answer. A filter that traps or kills the call
-    /// is left to the log, which holds the signal or the end it caused;
-    /// the replay does not make them, and says so once. Errors: ptrace.
-    fn refused_by_filter(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+    /// kernel ran them beside the recorder's; a call they refuse never
+    /// reached the recorder. One refused with an errno fails the same way
+    /// here. One they trap (SECCOMP_RET_TRAP) is skipped with its number
+    /// in rax, as the kernel rolls it back, and the thread is left at a
+    /// scheduling point, where the log's next event, the SIGSYS the
+    /// kernel sent, is delivered. A call at the runtime's BUFFERED site is
+    /// the log's to answer. The replay does not kill for a KILL action,
+    /// nor hand a call to a USER_NOTIF supervisor: it skips the call and
+    /// says so once. Errors: ptrace.
+    fn run_filters(&mut self, i: usize, regs: &Regs) -> Result<Filtered> {
         let t = &self.state.threads[i];
-        if t.filters.is_empty() || regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED {
-            return Ok(false);
+        if t.filters.is_empty() || at_buffered_site(regs) {
+            return Ok(Filtered::Passed);
         }
         let data = seccomp::Data { nr: regs.orig_rax as i64, ip: regs.rip, args: tracee::syscall_args(regs) };
         let ret = seccomp::decide(t.filters.iter().map(|f| f.as_ref()), &data);
         if let Some(errno) = seccomp::errno(ret) {
             self.finish_syscall(i, -errno)?;
-            return Ok(true);
+            return Ok(Filtered::Refused);
         }
-        if !seccomp::lets_through(ret) && !std::mem::replace(&mut self.state.filter_warned, true) {
+        if seccomp::traps(ret) {
+            self.finish_syscall(i, data.nr)?;
+            return Ok(Filtered::Trapped);
+        }
+        if seccomp::lets_through(ret) {
+            return Ok(Filtered::Passed);
+        }
+        if !std::mem::replace(&mut self.state.filter_warned, true) {
             let call = syscalls::call_name(data.nr, &data.args);
-            eprintln!("weft: warning: event {}: the program's seccomp filter returns {ret:#x} for {call}, an action the replay does not take (it may diverge here)", self.state.pos);
+            eprintln!("weft: warning: event {}: the program's seccomp filter returns {ret:#x} for {call}, an action the replay does not take: the call is skipped (the replay may diverge here)", self.state.pos);
         }
-        Ok(false)
+        // Not made, as in the recording.
+        self.finish_syscall(i, -libc::ENOSYS as i64)?;
+        Ok(Filtered::Refused)
     }
 
     /// Process `p`'s runtime goes off here, as the recorder turned it off
@@ -494,8 +531,7 @@ impl Session<'_> {
     /// thread stays (true). Any other call is to run: the thread is set
     /// to enter it again, on its next resume (false).
     fn keep_sysemu_entry(&mut self, i: usize, regs: &Regs) -> Result<bool> {
-        let at_buffered = regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED;
-        if at_buffered && syscalls::classify(regs.orig_rax as i64, &tracee::syscall_args(regs)) != Class::Execute {
+        if at_buffered_site(regs) && syscalls::classify(regs.orig_rax as i64, &tracee::syscall_args(regs)) != Class::Execute {
             self.state.threads[i].sysemu_entry = true;
             return Ok(true);
         }
@@ -505,8 +541,9 @@ impl Session<'_> {
 
     /// Points thread `i`, stopped at a syscall's entry under
     /// PTRACE_SYSEMU, back at its `syscall` instruction with the call's
-    /// number, so that resuming it enters the call again, as an ordinary
-    /// entry (a pending signal is delivered first, as before a call that
+    /// number, so that resuming it with PTRACE_SYSCALL reports the exit of
+    /// the skipped call, then enters the call again as an ordinary entry
+    /// (a pending signal is delivered in between, as before a call that
     /// was not made). Errors: ptrace.
     fn rewind_to_syscall(&mut self, i: usize) -> Result<()> {
         let t = &mut self.state.threads[i];
@@ -519,19 +556,22 @@ impl Session<'_> {
 
     /// Makes thread `i`, at a PTRACE_SYSEMU entry stop of a call that is
     /// to run ([`Thread::sysemu_entry`], orig_rax not -1), enter it again
-    /// to an ordinary entry stop. Errors: ptrace, another stop.
+    /// to an ordinary entry stop: resumed, it first reports the exit of
+    /// the call the kernel skipped, then the entry. Errors: ptrace,
+    /// another stop (a pending signal, delivered before the instruction).
     fn reenter(&mut self, i: usize) -> Result<()> {
         let nr = self.state.threads[i].regs.orig_rax;
         self.rewind_to_syscall(i)?;
         let tid = self.state.threads[i].tid;
-        ptrace::syscall(tid, None)?;
-        match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::PtraceSyscall(_) => {
-                self.state.threads[i].regs = ptrace::getregs(tid)?;
-                Ok(())
+        for stop in [tracee::SYSCALL_INFO_EXIT, tracee::SYSCALL_INFO_ENTRY] {
+            ptrace::syscall(tid, None)?;
+            match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+                WaitStatus::PtraceSyscall(_) if tracee::syscall_stop_kind(tid) == stop => {}
+                other => bail!("thread {tid} did not enter syscall {nr} again: {other:?}"),
             }
-            other => bail!("thread {tid} did not enter syscall {nr} again: {other:?}"),
         }
+        self.state.threads[i].regs = ptrace::getregs(tid)?;
+        Ok(())
     }
 
     /// Runs the syscall thread `i` is entering to its exit stop (skips it,

@@ -5,8 +5,6 @@
 
 use super::{At, Delivery, Entry, Halt, Observed, ProcessEnd, Session, Step, Thread};
 use crate::failure::Failure;
-use std::sync::Arc;
-use weft_record::seccomp;
 use crate::fds::Stream;
 use crate::futex;
 use crate::sync_points::{self, MarkerPoint, Op};
@@ -19,8 +17,9 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 use weft_record::event::{self, End, Event, EventKind, Exec, MemWrite, SyncOp, Syscall};
-use weft_record::runtime;
+use weft_record::{runtime, seccomp};
 use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Memory};
 use weft_record::Tid;
@@ -118,6 +117,13 @@ impl Session<'_> {
         let Some(&leave) = list[list.partition_point(|&e| e < from)..].iter().find(|&&e| on_var(e, SyncOp::BarrierLeave)) else {
             return false;
         };
+        // Any other arrival before its leave: one of the next round
+        // (logged before the thread's leave of this one, which only this
+        // thread's real arrival lets it make) leaves the others blocked in
+        // the barrier, and the scheduler gives this thread the core back
+        // (a thread that left the previous round late arrives again, in
+        // this round, after its leave: filtering arrivals that follow
+        // their thread's leave made the wrong thread serial).
         let serial = matches!(&self.trace.events[leave].kind, EventKind::Sync(s) if s.result == 1);
         serial && (from..leave).any(|e| self.trace.events[e].tid != me && on_var(e, SyncOp::BarrierArrive))
     }
