@@ -27,14 +27,6 @@ fn running(exe: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Lines of `text`, sorted: processes that print to one pipe interleave
-/// as the run had them, which the test need not pin down.
-fn sorted_lines(text: &str) -> Vec<&str> {
-    let mut lines: Vec<&str> = text.lines().collect();
-    lines.sort();
-    lines
-}
-
 #[test]
 fn fork_exec_wait_pipes_and_signals() {
     let (out, _) = simple("processes", &[]);

@@ -197,3 +197,13 @@ pub fn exploration_replays(rep: &Output) -> Option<usize> {
     let n: usize = text.split(" found in ").nth(1)?.split(' ').next()?.parse().ok()?;
     Some(n - 1)
 }
+
+/// Lines of `text`, sorted: processes that print to one pipe interleave
+/// as the run had them, which a test need not pin down (the recorder
+/// orders writes to one descriptor within a process, not across
+/// processes, which could deadlock on a full pipe).
+pub fn sorted_lines(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    lines
+}
