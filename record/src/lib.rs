@@ -5,7 +5,11 @@
 //! [`filter`], that traps only the syscalls in [`syscalls`] that must be
 //! logged), runs it on all cores, and appends [`event::Event`]s to a [`trace::TraceWriter`]. The
 //! replayer reads them back with [`trace::Trace::open`]. Start with
-//! `event.rs` (what is logged) and `recorder.rs` (how).
+//! `event.rs` (what is logged) and `recorder.rs` (how). The in-process
+//! runtime ([`runtime`], [`inprocess`]) logs most events inside the
+//! program; its records go into the trace as their bytes and are decoded
+//! when it is read ([`buffered`]). A program's own seccomp filters are
+//! kept for the replay to run ([`seccomp`]).
 //!
 //! The design follows seed 000 §3.1 (log only syscalls, signals and spawns,
 //! in one global order) and DESIGN.md's recording section.

@@ -19,7 +19,7 @@ pub const FLAG_TSYNC: u64 = 1;
 /// to a supervisor through a descriptor, which a replay cannot play.
 const FLAG_NEW_LISTENER: u64 = 8;
 /// The classic BPF return value that lets a call through.
-pub const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
 /// The action part of a return value (SECCOMP_RET_ACTION_FULL).
 const RET_ACTION: u32 = 0xffff_0000;
 /// SECCOMP_RET_ERRNO: the call fails with the errno in the data part.
@@ -31,7 +31,7 @@ const RET_KILL_THREAD: u32 = 0;
 /// The most instructions a filter may have (BPF_MAXINSNS).
 const MAX_INSNS: usize = 4096;
 /// AUDIT_ARCH_X86_64, seccomp_data's `arch` for an x86-64 syscall.
-pub const ARCH_X86_64: u32 = 0xc000_003e;
+const ARCH_X86_64: u32 = 0xc000_003e;
 /// The size of `struct seccomp_data` (bytes): nr, arch, instruction
 /// pointer, six arguments.
 const DATA_LEN: u32 = 64;

@@ -228,7 +228,7 @@ impl TraceWriter {
     }
 
     /// Appends `events`, in order (nothing, when empty). Errors: an entry
-    /// cannot be encoded or exceeds [`FRAME_MAX`]; the writer stopped.
+    /// cannot be encoded or exceeds the format's maximum record size; the writer stopped.
     pub fn write_events(&mut self, events: Vec<Logged>) -> Result<(), TraceError> {
         let mut entries = Vec::new();
         for event in &events {
