@@ -98,7 +98,7 @@ fn header(bytes: &[u8]) -> Option<(Header<'_>, usize)> {
 /// without copying anything: its place in the global order and its size
 /// in bytes. `None` when it is malformed, so that the recorder keeps no
 /// record the trace reader would refuse.
-pub fn check(bytes: &[u8]) -> Option<(u64, usize)> {
+fn check(bytes: &[u8]) -> Option<(u64, usize)> {
     let (h, size) = header(bytes)?;
     if h.kind == runtime::REC_SYSCALL {
         for (addr, len) in syscalls::out_buffers(h.nr, &h.args, h.result, &mut |_| None) {
@@ -108,15 +108,20 @@ pub fn check(bytes: &[u8]) -> Option<(u64, usize)> {
     Some((h.seq, size))
 }
 
-/// Zeroes the place in the order of `record` (checked): the trace's
-/// order is its stream's, and a number that differs in every record
-/// compresses poorly (a third more bytes per event on the syscall-heavy
-/// benchmark).
-pub fn forget_seq(record: &mut [u8]) {
-    record[SEQ].fill(0);
-}
-
 impl BufferedRecord {
+    /// Checks the record of thread `tid` at the start of `bytes`
+    /// ([`check`]) and keeps a copy: its place in the global order, its
+    /// size in bytes, and the record, whose place is zeroed (the trace's
+    /// order is its stream's, and a number that differs in every record
+    /// compressed poorly: a third more bytes per event on the
+    /// syscall-heavy benchmark). `None` when it is malformed.
+    pub fn keep(bytes: &[u8], tid: Tid) -> Option<(u64, usize, Self)> {
+        let (seq, size) = check(bytes)?;
+        let mut bytes = bytes[..size].to_vec();
+        bytes[SEQ].fill(0);
+        Some((seq, size, BufferedRecord { tid, bytes }))
+    }
+
     /// The event the record logs, labelled [`runtime::BUFFERED_LABEL`]:
     /// a `Sync`, or a `Syscall` whose writes are cut from the chunks in
     /// [`syscalls::out_buffers`] order (the order a replay writes them

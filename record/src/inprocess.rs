@@ -9,7 +9,7 @@
 //! number (when it drains the slots), so [`Order`] holds events until every
 //! smaller number is in, and writes them in that order.
 
-use crate::buffered::{self, BufferedRecord};
+use crate::buffered::BufferedRecord;
 use crate::event::{self, Event, EventKind};
 use crate::trace::Logged;
 use crate::tracee::{self, Memory, Regs};
@@ -448,18 +448,16 @@ impl Drop for Buffers {
 }
 
 /// Puts thread `tid`'s records `bytes` into `order`, each as its bytes
-/// once its layout checks out ([`buffered::check`]). A malformed record
+/// once it checks out ([`BufferedRecord::keep`]). A malformed record
 /// drops the rest, with an error message: the replay diverges there.
 pub fn parse_records(bytes: &[u8], tid: Tid, order: &mut Order) {
     let mut at = 0;
     while at < bytes.len() {
-        let Some((seq, size)) = buffered::check(&bytes[at..]) else {
+        let Some((seq, size, record)) = BufferedRecord::keep(&bytes[at..], tid) else {
             eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
             return;
         };
-        let mut record = bytes[at..at + size].to_vec();
-        buffered::forget_seq(&mut record);
-        order.push(seq, Logged::Buffered(BufferedRecord { tid, bytes: record }));
+        order.push(seq, Logged::Buffered(record));
         at += size;
     }
 }

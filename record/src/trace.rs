@@ -164,11 +164,10 @@ impl Logged {
     }
 }
 
-/// What the recorder hands the writer thread. Entries are encoded on the
-/// recorder's thread, where they were allocated (freeing them on the
-/// writer's made the allocator fault fresh pages in for the recorder), and
-/// go in batches: one channel message (and one wake-up of the writer) per
-/// event cost more than the event's encoding.
+/// What the recorder hands the writer thread: entries encoded on the
+/// recorder's thread, which the writer only frames and compresses, in
+/// batches (one channel message, and one wake-up of the writer, per event
+/// cost more than the event's encoding).
 enum Record {
     /// Entries encoded back to back, each under [`BULK_MIN`] bytes.
     Entries(Vec<u8>),

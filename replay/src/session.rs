@@ -261,16 +261,11 @@ struct Thread {
     marked: bool,
     /// Sits at the entry stop of a syscall the replay skipped (orig_rax
     /// -1, rax its result), its exit stop not taken: the thread's next run
-    /// to its next syscall takes neither that stop nor this call's exit
-    /// (PTRACE_SYSEMU, [`Session::advance`]); anything else takes the
-    /// exit stop first ([`Session::settle`]). Each skipped call cost two
-    /// stops, and most of a replay's time is the context switches of its
-    /// stops.
+    /// to its next syscall skips that stop (PTRACE_SYSEMU,
+    /// [`Session::advance`]); anything else takes it first
+    /// ([`Session::settle`]). Each skipped call cost two stops, and most
+    /// of a replay's time is the context switches of its stops.
     exit_due: bool,
-    /// Stopped at a syscall's entry under PTRACE_SYSEMU: the kernel skips
-    /// this call whatever its registers say; to run it, the thread enters
-    /// it again ([`Session::reenter`]).
-    sysemu_entry: bool,
     /// The program's own seccomp filters that apply to it, oldest first
     /// (inherited from the thread that made it, as clone(2) does).
     filters: Vec<Arc<seccomp::Filter>>,
@@ -299,7 +294,6 @@ impl Thread {
             next_point: None,
             marked: false,
             exit_due: false,
-            sysemu_entry: false,
             filters: Vec::new(),
         }
     }

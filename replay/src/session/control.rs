@@ -21,12 +21,6 @@ use weft_record::tracee::{self, Regs};
 /// eflags' resume flag (RF, bit 16).
 const RESUME_FLAG: u64 = 1 << 16;
 
-/// Whether a thread stopped at a syscall (`regs`) made it at the
-/// runtime's BUFFERED site.
-fn at_buffered_site(regs: &Regs) -> bool {
-    regs.rip.wrapping_sub(runtime::SYSCALL_LEN) == runtime::SITE_BUFFERED
-}
-
 /// What the program's seccomp filters made of a syscall
 /// ([`Session::run_filters`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +97,11 @@ impl Session<'_> {
                 WaitStatus::PtraceSyscall(_) => {
                     let regs = ptrace::getregs(tid)?;
                     self.state.threads[i].regs = regs;
-                    if sysemu && !self.keep_sysemu_entry(i, &regs)? {
+                    // A call the runtime made at its BUFFERED site is answered
+                    // from the log, never made: PTRACE_SYSEMU skipping it is
+                    // what the replay does anyway. Any other is entered again.
+                    if sysemu && regs.rip != runtime::BUFFERED_LABEL {
+                        self.rewind_to_syscall(i)?;
                         continue;
                     }
                     // PTRACE_SYSEMU reports entries only.
@@ -225,7 +223,7 @@ impl Session<'_> {
     /// says so once. Errors: ptrace.
     fn run_filters(&mut self, i: usize, regs: &Regs) -> Result<Filtered> {
         let t = &self.state.threads[i];
-        if t.filters.is_empty() || at_buffered_site(regs) {
+        if t.filters.is_empty() || regs.rip == runtime::BUFFERED_LABEL {
             return Ok(Filtered::Passed);
         }
         let data = seccomp::Data { nr: regs.orig_rax as i64, ip: regs.rip, args: tracee::syscall_args(regs) };
@@ -503,7 +501,6 @@ impl Session<'_> {
         t.regs.rax = result as u64;
         ptrace::setregs(t.tid, t.regs)?;
         t.at = At::Ready;
-        t.sysemu_entry = false;
         t.exit_due = true;
         Ok(())
     }
@@ -525,20 +522,6 @@ impl Session<'_> {
         }
     }
 
-    /// Thread `i` stopped at a syscall's entry under PTRACE_SYSEMU
-    /// (`regs`), which skips it. A call at the runtime's BUFFERED site
-    /// is answered from the log, as the replay answers it anyway: the
-    /// thread stays (true). Any other call is to run: the thread is set
-    /// to enter it again, on its next resume (false).
-    fn keep_sysemu_entry(&mut self, i: usize, regs: &Regs) -> Result<bool> {
-        if at_buffered_site(regs) && syscalls::classify(regs.orig_rax as i64, &tracee::syscall_args(regs)) != Class::Execute {
-            self.state.threads[i].sysemu_entry = true;
-            return Ok(true);
-        }
-        self.rewind_to_syscall(i)?;
-        Ok(false)
-    }
-
     /// Points thread `i`, stopped at a syscall's entry under
     /// PTRACE_SYSEMU, back at its `syscall` instruction with the call's
     /// number, so that resuming it with PTRACE_SYSCALL reports the exit of
@@ -547,41 +530,21 @@ impl Session<'_> {
     /// was not made). Errors: ptrace.
     fn rewind_to_syscall(&mut self, i: usize) -> Result<()> {
         let t = &mut self.state.threads[i];
-        t.sysemu_entry = false;
         t.regs.rip -= remote::SYSCALL_INSN.len() as u64;
         t.regs.rax = t.regs.orig_rax;
         t.regs.orig_rax = u64::MAX;
         Ok(ptrace::setregs(t.tid, t.regs)?)
     }
 
-    /// Makes thread `i`, at a PTRACE_SYSEMU entry stop of a call that is
-    /// to run ([`Thread::sysemu_entry`], orig_rax not -1), enter it again
-    /// to an ordinary entry stop: resumed, it first reports the exit of
-    /// the call the kernel skipped, then the entry. Errors: ptrace,
-    /// another stop (a pending signal, delivered before the instruction).
-    fn reenter(&mut self, i: usize) -> Result<()> {
-        let nr = self.state.threads[i].regs.orig_rax;
-        self.rewind_to_syscall(i)?;
-        let tid = self.state.threads[i].tid;
-        for stop in [tracee::SYSCALL_INFO_EXIT, tracee::SYSCALL_INFO_ENTRY] {
-            ptrace::syscall(tid, None)?;
-            match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-                WaitStatus::PtraceSyscall(_) if tracee::syscall_stop_kind(tid) == stop => {}
-                other => bail!("thread {tid} did not enter syscall {nr} again: {other:?}"),
-            }
-        }
-        self.state.threads[i].regs = ptrace::getregs(tid)?;
-        Ok(())
-    }
-
     /// Runs the syscall thread `i` is entering to its exit stop (skips it,
-    /// when orig_rax is -1).
+    /// when orig_rax is -1). A call at the runtime's BUFFERED site is
+    /// never run (its entry may be PTRACE_SYSEMU's, which would skip it):
+    /// an internal error. Errors: ptrace, another stop.
     pub(super) fn execute(&mut self, i: usize) -> Result<Regs> {
-        let t = &self.state.threads[i];
-        if t.sysemu_entry && t.regs.orig_rax != u64::MAX {
-            self.reenter(i)?;
+        let regs = &self.state.threads[i].regs;
+        if regs.rip == runtime::BUFFERED_LABEL && regs.orig_rax != u64::MAX {
+            bail!("internal error: running syscall {} made at the runtime's BUFFERED site, which the log answers", regs.orig_rax as i64);
         }
-        self.state.threads[i].sysemu_entry = false;
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {

@@ -64,7 +64,7 @@ impl<'a> Session<'a> {
             }
             // The copy's threads stop outside any syscall, or at an
             // ordinary entry (ThreadImage::apply).
-            (t.exit_due, t.sysemu_entry) = (false, false);
+            t.exit_due = false;
         }
         // A snapshot holds one live process, the current thread's.
         let pid = state.threads[s.cur].tid;
