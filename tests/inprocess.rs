@@ -212,6 +212,45 @@ fn barrier_serial_thread_replays_as_recorded() {
     }
 }
 
+/// A contended lock's wait has a place in the log (`LockWait`): the
+/// other thread's flag store, made before it waited for the mutex, is
+/// replayed there, long before the main thread reads the flag, and not at
+/// the acquisition, which comes after the read. Three recordings, each
+/// valid in log order and printing the flag as recorded.
+#[test]
+fn a_store_before_a_contended_lock_replays_before_its_wait() {
+    let prog = program("lockwait");
+    for n in 0..3 {
+        let (rec, events) = first_attempt(&format!("lockwait-{n}"), &[prog.to_str().unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "flag 1\n", "the store came after 1 of 100 ms");
+        let waits = events.iter().filter(|e| e["kind"] == "sync" && e["op"] == "LockWait").count();
+        assert_eq!(waits, 1, "one contended acquire");
+    }
+}
+
+/// std's mpsc channel is lock-free: its senders and receiver meet through
+/// atomics, and the futex calls that park and wake the receiver. The last
+/// sender to drop its end wakes the receiver; which one it is depends on
+/// the code each sender runs after its last logged event, which the log
+/// places at the thread's return from its start routine
+/// (`ThreadReturn`). The order of the messages is the atomics', which no
+/// log holds (seed 003 §6: ad hoc synchronization); where the replay's
+/// order makes another thread wait or wake, the search finds one that
+/// does not. Three recordings, each valid.
+#[test]
+fn rust_channels_replay() {
+    let prog = rust_program("channels");
+    for n in 0..3 {
+        let trace = trace_dir(&format!("channels-{n}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "messages [40, 40, 40] total 1998999\n");
+        let rep = replay(&trace, &["--max-attempts", "1000"]);
+        assert_replays_as_recorded("channels", &rec, &rep);
+        eprintln!("channels recording {n}: {:?} exploration replays", exploration_replays(&rep));
+    }
+}
+
 /// Rust's std::sync::Mutex and Condvar lock with futex(2) directly: an
 /// uncontended lock is an atomic instruction no library sees, so the log
 /// orders the condition variables' futex calls but not who took the

@@ -735,20 +735,28 @@ IMPL pid_t impl_vfork(void) {
 
 /* ------------------------------------------------------ pthread locks */
 
+/* Whether a non-blocking acquire's result `r` says the variable was
+ * taken: EBUSY from a pthread trylock, -1 and EAGAIN from sem_trywait. */
+static int busy(int r, int like_sem) {
+    return like_sem ? r == -1 && errno == EAGAIN : r == EBUSY;
+}
+
 /* An acquire-like call. Recording: the real call, then its place in the
  * order (with the call made quiet when it may wait with a timeout).
  * Replay: first the place in the order, where the variable is free, then
  * the real call, unless the recorded outcome was a failure (a busy
- * trylock, a timeout), which is returned as recorded. */
-#define ACQUIRE(ret, name, op, var, sem, params, args)                          \
+ * trylock, a timeout), which is returned as recorded. `first` is how the
+ * recording makes the call (ACQUIRE_CALL or TRY_FIRST). */
+#define ACQUIRE_WITH(ret, name, op, var, sem, params, args, resolve, first)     \
     DECLARE_REAL(ret, name, params)                                             \
     SCRUB32(name)                                                               \
     IMPL ret impl_##name(params) {                                              \
         if (!enter()) return get_##name() args;                                 \
+        resolve;                                                                \
         ret r;                                                                  \
         if (mode == WEFT_MODE_RECORD) {                                         \
             quiet(1);                                                           \
-            r = get_##name() args;                                              \
+            first;                                                              \
             unsigned long seq = next_seq();                                     \
             logging(1);                                                         \
             long logged = outcome(r);                                           \
@@ -762,6 +770,29 @@ IMPL pid_t impl_vfork(void) {
         leave();                                                                \
         return r;                                                               \
     }
+
+#define ACQUIRE_CALL(name, args) r = get_##name() args
+/* A blocking acquire tries its non-blocking form `try` first; when the
+ * variable is taken, a LOCK_WAIT record (with the acquire's op) places
+ * the end of the thread's code before the call, then the call waits.
+ * The acquisition's own place comes when it returns, maybe much later:
+ * without the LOCK_WAIT, a replay would run that code as late as the
+ * acquisition. The replay's marker is unchanged (the replayer matches a
+ * LOCK_WAIT at the acquire's marker, replay/src/session/emulate.rs). */
+#define TRY_FIRST(name, try, op, var, sem, args)                               \
+    r = get_##try() args;                                                       \
+    if (busy(r, sem)) {                                                         \
+        sync_record(WEFT_SYNC_LOCK_WAIT, (const void *)(var), op);              \
+        r = get_##name() args;                                                  \
+    }
+#define ACQUIRE(ret, name, op, var, sem, params, args)                          \
+    ACQUIRE_WITH(ret, name, op, var, sem, P(params), args, , ACQUIRE_CALL(name, args))
+/* Both real functions are resolved first, in record and replay alike:
+ * dlsym's deep frames outreach the stubs' wipe, and must leave the same
+ * bytes in both (tests/c/stackgarbage.c). */
+#define BLOCKING_ACQUIRE(ret, name, try, op, var, sem, params, args)            \
+    ACQUIRE_WITH(ret, name, op, var, sem, P(params), args, (void)get_##try(); (void)get_##name(), \
+                 TRY_FIRST(name, try, op, var, sem, args))
 
 /* A release-like call: its place in the order, then the real call (in a
  * replay the marker follows it, so the next acquirer finds it done). */
@@ -778,26 +809,26 @@ IMPL pid_t impl_vfork(void) {
     }
 
 
-ACQUIRE(int, pthread_mutex_lock, WEFT_SYNC_MUTEX_LOCK, m, 0, P(pthread_mutex_t *m), (m))
 ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m), (m))
+BLOCKING_ACQUIRE(int, pthread_mutex_lock, pthread_mutex_trylock, WEFT_SYNC_MUTEX_LOCK, m, 0, P(pthread_mutex_t *m), (m))
 ACQUIRE(int, pthread_mutex_timedlock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m, const struct timespec *t), (m, t))
 ACQUIRE(int, pthread_mutex_clocklock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m, clockid_t c, const struct timespec *t), (m, c, t))
 RELEASE(int, pthread_mutex_unlock, WEFT_SYNC_MUTEX_UNLOCK, m, P(pthread_mutex_t *m), (m))
 
-ACQUIRE(int, pthread_rwlock_rdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l), (l))
 ACQUIRE(int, pthread_rwlock_tryrdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l), (l))
+BLOCKING_ACQUIRE(int, pthread_rwlock_rdlock, pthread_rwlock_tryrdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l), (l))
 ACQUIRE(int, pthread_rwlock_timedrdlock, WEFT_SYNC_RWLOCK_READ, l, 0, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
-ACQUIRE(int, pthread_rwlock_wrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l), (l))
 ACQUIRE(int, pthread_rwlock_trywrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l), (l))
+BLOCKING_ACQUIRE(int, pthread_rwlock_wrlock, pthread_rwlock_trywrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l), (l))
 ACQUIRE(int, pthread_rwlock_timedwrlock, WEFT_SYNC_RWLOCK_WRITE, l, 0, P(pthread_rwlock_t *l, const struct timespec *t), (l, t))
 RELEASE(int, pthread_rwlock_unlock, WEFT_SYNC_RWLOCK_UNLOCK, l, P(pthread_rwlock_t *l), (l))
 
-ACQUIRE(int, pthread_spin_lock, WEFT_SYNC_SPIN_LOCK, l, 0, P(pthread_spinlock_t *l), (l))
 ACQUIRE(int, pthread_spin_trylock, WEFT_SYNC_SPIN_LOCK, l, 0, P(pthread_spinlock_t *l), (l))
+BLOCKING_ACQUIRE(int, pthread_spin_lock, pthread_spin_trylock, WEFT_SYNC_SPIN_LOCK, l, 0, P(pthread_spinlock_t *l), (l))
 RELEASE(int, pthread_spin_unlock, WEFT_SYNC_SPIN_UNLOCK, l, P(pthread_spinlock_t *l), (l))
 
-ACQUIRE(int, sem_wait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s), (s))
 ACQUIRE(int, sem_trywait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s), (s))
+BLOCKING_ACQUIRE(int, sem_wait, sem_trywait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s), (s))
 ACQUIRE(int, sem_timedwait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s, const struct timespec *t), (s, t))
 ACQUIRE(int, sem_clockwait, WEFT_SYNC_SEM_WAIT, s, 1, P(sem_t *s, clockid_t c, const struct timespec *t), (s, c, t))
 RELEASE(int, sem_post, WEFT_SYNC_SEM_POST, s, P(sem_t *s), (s))
@@ -858,6 +889,51 @@ IMPL int impl_pthread_barrier_wait(pthread_barrier_t *b) {
         sync_marker(WEFT_SYNC_BARRIER_LEAVE, b, r == PTHREAD_BARRIER_SERIAL_THREAD);
     }
     leave();
+    return r;
+}
+
+/* ------------------------------------------------------ thread returns */
+
+/* A thread's start routine and its argument, for thread_start. */
+struct start {
+    void *(*routine)(void *);
+    void *arg;
+};
+
+/* Every thread runs its start routine through here, so that its return
+ * has a place in the order (THREAD_RETURN): the program's own code in the
+ * thread is done there. What follows (TLS destructors, freeing the stack,
+ * the exit) is libc's, and the exit's place comes much later; without the
+ * marker a replay would run the thread's last code (a Rust sender's drop,
+ * a worker's final count) as late as the exit. A thread that calls
+ * pthread_exit has no marker. Record and replay take the same path. */
+static void *thread_start(void *p) {
+    struct start start = *(struct start *)p;
+    free(p);
+    void *r = start.routine(start.arg);
+    if (enter()) {
+        if (mode == WEFT_MODE_RECORD) {
+            sync_record(WEFT_SYNC_THREAD_RETURN, (const void *)start.routine, 0);
+        } else {
+            sync_marker(WEFT_SYNC_THREAD_RETURN, (const void *)start.routine, 0);
+        }
+        leave();
+    }
+    return r;
+}
+
+DECLARE_REAL(int, pthread_create, pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
+SCRUB32(pthread_create)
+IMPL int impl_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*routine)(void *), void *arg) {
+    struct start *start = malloc(sizeof *start);
+    if (!start) {
+        return get_pthread_create()(t, attr, routine, arg);
+    }
+    *start = (struct start){routine, arg};
+    int r = get_pthread_create()(t, attr, thread_start, start);
+    if (r) {
+        free(start);
+    }
     return r;
 }
 

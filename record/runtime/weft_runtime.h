@@ -115,5 +115,7 @@ struct weft_record {
 #define WEFT_SYNC_FUTEX_WAIT 17
 #define WEFT_SYNC_FUTEX_WAKE 18
 #define WEFT_SYNC_FUTEX_WAIT_START 19
+#define WEFT_SYNC_LOCK_WAIT 20 /* result: the blocking acquire's op */
+#define WEFT_SYNC_THREAD_RETURN 21 /* variable: the start routine */
 
 #endif

@@ -161,16 +161,30 @@ pub enum SyncOp {
     /// A futex wait made through syscall(3) is called: whether it found
     /// the word changed depends on the wakes before it.
     FutexWaitStart = 19,
+    /// A blocking acquire (pthread_mutex_lock, an rwlock's rdlock or
+    /// wrlock, sem_wait, pthread_spin_lock) found its variable taken and
+    /// is about to wait: the thread's code before the call is done here,
+    /// not at its acquisition, which follows as an event of its own. The
+    /// result is the acquire's own op code. Logged only when contended
+    /// (the runtime tries the call's non-blocking form first), so that
+    /// what a thread did before it blocked runs, in a replay, no later
+    /// than the log says (sort's merge threads store into their parent's
+    /// bounds, then wait for its lock while the parent merges).
+    LockWait = 20,
+    /// A thread's start routine returned (its variable is the routine's
+    /// address): the program's own code in the thread is done here; libc's
+    /// thread teardown and the exit follow.
+    ThreadReturn = 21,
 }
 
 impl SyncOp {
     /// The operation with runtime code `code`, if any.
     pub fn from_code(code: i64) -> Option<Self> {
         use SyncOp::*;
-        const ALL: [SyncOp; 19] = [
+        const ALL: [SyncOp; 21] = [
             MutexLock, MutexTrylock, MutexUnlock, RwlockRead, RwlockWrite, RwlockUnlock, CondRelease, CondAcquire,
             CondSignal, CondBroadcast, SemWait, SemPost, BarrierArrive, BarrierLeave, SpinLock, SpinUnlock, FutexWait,
-            FutexWake, FutexWaitStart,
+            FutexWake, FutexWaitStart, LockWait, ThreadReturn,
         ];
         ALL.into_iter().find(|op| *op as i64 == code)
     }

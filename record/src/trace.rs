@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).

@@ -15,7 +15,11 @@
 //! 000 Fig. 8's preemption test after a release). The futex calls on every
 //! other word (a condition variable's counter) stay events. The calls on
 //! a word the log has no operation on are soft too: a lock that was never
-//! contended in the recording, and only the replay's timing made so.
+//! contended in the recording, and only the replay's timing made so. So
+//! are the wakes of a word the log never waits on: a `Mutex` whose
+//! waiter won it by spinning (it marked the word contended and took it
+//! without a wait) wakes nobody at its unlock, a call that timing alone
+//! decides, and a wake with no waiter orders nothing.
 
 use std::collections::{HashMap, HashSet};
 use weft_record::event::{EventKind, Sync, SyncOp};
@@ -36,6 +40,8 @@ pub(crate) struct LogIndex {
     /// out.
     thread_events: HashMap<Tid, Vec<usize>>,
     lock_words: HashSet<u64>,
+    /// Futex words the log wakes and never waits on.
+    wake_only: HashSet<u64>,
     /// The synchronization objects the log orders: every logged
     /// operation's.
     sync_vars: HashSet<u64>,
@@ -51,7 +57,8 @@ impl LogIndex {
     /// Indexes `trace`'s events.
     pub(crate) fn new(trace: &Trace) -> Self {
         let lock_words = lock_words(&trace.events);
-        let mut index = Self { lock_words, ..Self::default() };
+        let wake_only = wake_only_words(&trace.events);
+        let mut index = Self { lock_words, wake_only, ..Self::default() };
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for (i, e) in trace.events.iter().enumerate() {
             if let EventKind::Sync(Sync { var, .. }) = &e.kind {
@@ -61,7 +68,8 @@ impl LogIndex {
                 index.runtime_off.push((i, e.tid));
             }
             match index.soft_word(e) {
-                Some(word) => *counts.entry(word).or_default() += 1,
+                Some(word) if index.lock_words.contains(&word) => *counts.entry(word).or_default() += 1,
+                Some(_) => {}
                 None => index.thread_events.entry(e.tid).or_default().push(i),
             }
         }
@@ -95,10 +103,10 @@ impl LogIndex {
         SyncOp::from_code(op).is_some_and(is_futex_call) && self.is_soft_word(var)
     }
 
-    /// Whether the futex calls on `addr` are soft: it is a lock word, or
-    /// a word the log has no operation on.
+    /// Whether the futex calls on `addr` are soft: it is a lock word, a
+    /// word the log only wakes, or a word the log has no operation on.
     pub(crate) fn is_soft_word(&self, addr: u64) -> bool {
-        self.lock_words.contains(&addr) || !self.sync_vars.contains(&addr)
+        self.lock_words.contains(&addr) || self.wake_only.contains(&addr) || !self.sync_vars.contains(&addr)
     }
 
     /// Whether the log orders the synchronization object at `addr`: a
@@ -120,7 +128,11 @@ impl LogIndex {
 
     fn soft_word(&self, e: &Event) -> Option<u64> {
         match &e.kind {
-            EventKind::Sync(Sync { op, var, .. }) if is_futex_call(*op) && self.lock_words.contains(var) => Some(*var),
+            EventKind::Sync(Sync { op, var, .. })
+                if is_futex_call(*op) && (self.lock_words.contains(var) || self.wake_only.contains(var)) =>
+            {
+                Some(*var)
+            }
             _ => None,
         }
     }
@@ -143,6 +155,20 @@ fn lock_words(events: &[Event]) -> HashSet<u64> {
     verdict.into_iter().filter(|&(_, lock)| lock).map(|(word, _)| word).collect()
 }
 
+/// The futex words the log wakes and never waits on.
+fn wake_only_words(events: &[Event]) -> HashSet<u64> {
+    let mut waited = HashSet::new();
+    let mut woken = HashSet::new();
+    for e in events {
+        match &e.kind {
+            EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }) => woken.insert(*var),
+            EventKind::Sync(Sync { op: SyncOp::FutexWaitStart | SyncOp::FutexWait, var, .. }) => waited.insert(*var),
+            _ => false,
+        };
+    }
+    woken.difference(&waited).copied().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +189,17 @@ mod tests {
         let words = lock_words(&events);
         assert!(words.contains(&0x10));
         assert!(!words.contains(&0x20), "a condition variable's counter that once was 2");
+    }
+
+    #[test]
+    fn a_word_only_woken_is_wake_only() {
+        let events = vec![
+            sync(1, SyncOp::FutexWake, 0x30, 0),
+            sync(2, SyncOp::FutexWake, 0x20, 0),
+            sync(2, SyncOp::FutexWaitStart, 0x20, 7),
+            sync(2, SyncOp::FutexWaitStart, 0x40, 2),
+        ];
+        assert_eq!(wake_only_words(&events), HashSet::from([0x30]));
     }
 }
 

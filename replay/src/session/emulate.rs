@@ -93,7 +93,8 @@ impl Session<'_> {
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
-        if self.sync_logged && handover && matches!(step, Step::Stay) && self.state.threads[i].at == At::Ready {
+        let waits = matches!(&expected.kind, EventKind::Sync(s) if s.op == SyncOp::LockWait);
+        if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
@@ -223,9 +224,15 @@ impl Session<'_> {
                 None
             }
             (Observed::Syscall(e), EventKind::Sync(s)) => {
+                // A contended acquire's wait is matched at the acquire's
+                // own marker: the runtime cannot know, in a replay, that
+                // the recording waited (weft_runtime.c's TRY_FIRST).
                 let same = e.nr == runtime::NR_SYNC
-                    && e.args[0] == s.op as u64
-                    && (!s.op.result_matters() || e.args[2] as i64 == s.result);
+                    && if s.op == SyncOp::LockWait {
+                        e.args[0] as i64 == s.result
+                    } else {
+                        e.args[0] == s.op as u64 && (!s.op.result_matters() || e.args[2] as i64 == s.result)
+                    };
                 (!same).then(|| match SyncOp::from_code(e.args[0] as i64) {
                     Some(op) if e.nr == runtime::NR_SYNC => format!("sync {op:?} {:#x} = {}", e.args[1], e.args[2] as i64),
                     _ => describe(),
@@ -289,6 +296,9 @@ impl Session<'_> {
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
             (Observed::Syscall(e), EventKind::Exec(x)) => self.exec(i, e, x),
+            // The thread's code before its contended acquire is done: it
+            // stays at the acquire's marker until the acquisition's place.
+            (Observed::Syscall(_), EventKind::Sync(s)) if s.op == SyncOp::LockWait => Ok(Step::Stay),
             // A synchronization marker, matched in the log's order (seed
             // 003 §3.2): the runtime learns the recorded outcome.
             (Observed::Syscall(_), EventKind::Sync(s)) => {
