@@ -298,3 +298,23 @@ fn signal_to_a_thread_that_blocks_it() {
     let rep = replay(&trace, &["--no-explore"]);
     assert_replays_as_recorded("sigmask", &rec, &rep);
 }
+
+/// Real-time signals that programs get without asking: pthread_cancel's
+/// (signal 32), the one glibc sends every thread when a threaded process
+/// calls setuid or setgid (33), and SIGRTMIN+1 from a timer. The recorder
+/// used to stop with "EINVAL" at the first one (nix's wait status has no
+/// real-time signals); each is now an event, named as gdb names it.
+#[test]
+fn real_time_signals_record_and_replay() {
+    let trace = trace_dir("rtsignals");
+    let rec = record(&trace, &[program("rtsignals").to_str().unwrap()], Stdio::null());
+    let out = String::from_utf8_lossy(&rec.stdout);
+    assert_eq!(out, "cleanup reader\nreader canceled\nexiter 7\nticks 5\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("rtsignals", &rec, &rep);
+    let dump = weft().args(["dump", trace.to_str().unwrap()]).output().unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    for name in ["signal SIG32", "signal SIG33", "signal SIG35"] {
+        assert!(dump.contains(name), "{name} in:\n{dump}");
+    }
+}

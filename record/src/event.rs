@@ -419,11 +419,14 @@ impl std::fmt::Display for End {
     }
 }
 
-/// The conventional name of signal `signo` ("SIGSEGV").
+/// The conventional name of signal `signo` ("SIGSEGV"); a real-time
+/// signal is named as gdb names it ("SIG33").
 pub fn signal_name(signo: i32) -> String {
-    nix::sys::signal::Signal::try_from(signo)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {signo}"))
+    match nix::sys::signal::Signal::try_from(signo) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) if (32..=64).contains(&signo) => format!("SIG{signo}"),
+        Err(_) => format!("signal {signo}"),
+    }
 }
 
 /// Event `index` as one line of `weft dump` (and of the gdb server's

@@ -30,6 +30,7 @@ pub mod syscalls;
 pub mod trace;
 pub mod tracee;
 pub mod tree;
+pub mod wait;
 
 pub use event::{End, Event, EventKind, Meta, Tid};
 pub use recorder::{record, RecordOptions, Recording};

@@ -27,7 +27,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use crate::wait::{self, waitpid, Resume, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};
@@ -238,10 +239,9 @@ impl Recorder {
                 }
                 Ok(())
             }
-            WaitStatus::Signaled(pid, sig, _) => {
+            WaitStatus::Signaled(pid, signo, _) => {
                 self.gone(pid);
                 if pid == self.root {
-                    let signo = sig as i32;
                     let d = self.deliveries.remove(&(pid, signo));
                     self.end = Some(End::Killed {
                         signo,
@@ -540,8 +540,8 @@ impl Recorder {
         resume(pid, None)
     }
 
-    fn on_signal(&mut self, pid: Pid, sig: NixSignal) -> Result<()> {
-        if sig == NixSignal::SIGSTOP {
+    fn on_signal(&mut self, pid: Pid, signo: i32) -> Result<()> {
+        if signo == libc::SIGSTOP {
             // A new thread's or child process's first stop.
             if self.spawned.remove(&pid) {
                 return resume(pid, None);
@@ -552,7 +552,7 @@ impl Recorder {
             }
         }
         let regs = ptrace::getregs(pid)?;
-        if sig == NixSignal::SIGSEGV {
+        if signo == libc::SIGSEGV {
             if let Some((len, is_rdtscp)) = tracee::rdtsc_at(self.mem(pid)?, regs.rip) {
                 return self.emulate_rdtsc(pid, regs, len, is_rdtscp);
             }
@@ -564,8 +564,7 @@ impl Recorder {
         let code = i32::from_le_bytes(siginfo[8..12].try_into()?);
         let addr = u64::from_le_bytes(siginfo[16..24].try_into()?);
         let synchronous = code > 0
-            && matches!(sig, NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL | NixSignal::SIGTRAP);
-        let signo = sig as i32;
+            && matches!(signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL | libc::SIGTRAP);
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
         let mut interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
@@ -607,7 +606,7 @@ impl Recorder {
             _ => self.log(event.tid, event.label, event.kind)?,
         }
         self.trace.flush()?;
-        resume(pid, Some(sig))
+        resume(pid, Some(signo))
     }
 
     /// Thread `pid`'s state at the delivery stop of an asynchronous signal
@@ -713,8 +712,8 @@ impl Recorder {
 
 /// Resumes a stopped thread without syscall stops (the filter decides which
 /// syscalls stop). A thread that died meanwhile is not an error.
-fn resume(pid: Pid, sig: Option<NixSignal>) -> Result<()> {
-    ptrace::cont(pid, sig).or_else(ignore_esrch)
+fn resume(pid: Pid, sig: Option<i32>) -> Result<()> {
+    wait::resume(Resume::Cont, pid, sig).or_else(ignore_esrch)
 }
 
 fn ignore_esrch(e: Errno) -> Result<()> {

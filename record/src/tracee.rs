@@ -9,8 +9,8 @@
 
 use anyhow::{bail, Context, Result};
 use nix::sys::ptrace;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use crate::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
 use std::fs::File;
@@ -118,7 +118,7 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
     }
     let pid = Pid::from_raw(pid);
     match waitpid(pid, Some(WaitPidFlag::__WALL))? {
-        WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+        WaitStatus::Stopped(_, libc::SIGSTOP) => {}
         other => bail!("tracee did not stop before exec: {other:?}"),
     }
     ptrace::setoptions(pid, ptrace_options()).context("PTRACE_SETOPTIONS")?;

@@ -8,7 +8,8 @@
 
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use weft_record::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
 
@@ -50,7 +51,7 @@ pub fn syscall(tid: Pid, regs: &Regs, insn: u64, nr: i64, args: &[u64]) -> Resul
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_CLONE) => {
                 let pid = Pid::from_raw(ptrace::getevent(tid)? as i32);
                 match waitpid(pid, Some(WaitPidFlag::__WALL))? {
-                    WaitStatus::Stopped(_, nix::sys::signal::Signal::SIGSTOP) => child = Some(pid),
+                    WaitStatus::Stopped(_, libc::SIGSTOP) => child = Some(pid),
                     other => bail!("the new task {pid} did not stop: {other:?}"),
                 }
             }

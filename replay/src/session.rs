@@ -39,7 +39,6 @@ use crate::sync_trace::{SyncRecord, SyncTrace};
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::sys::ptrace;
-use nix::sys::signal::Signal as NixSignal;
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -132,11 +131,11 @@ enum At {
     /// Stopped where PTRACE_SYSCALL resumes it: free to run.
     Ready,
     /// Free to run; resuming delivers this signal.
-    Deliver(NixSignal),
+    Deliver(i32),
     /// At the entry of a syscall that is a scheduling point, not yet handled.
     Entry(Entry),
     /// At a signal-delivery-stop, not yet handled.
-    Fault(NixSignal),
+    Fault(i32),
     /// At a synchronization point (a pthread breakpoint), not yet handled.
     Sync(Op),
     /// Blocked in an emulated futex wait, at its syscall-entry stop.
@@ -182,7 +181,7 @@ struct Delivery {
 /// What the replay did at an event point.
 enum Observed {
     Syscall(Entry),
-    Signal(NixSignal, u64),
+    Signal(i32, u64),
     Rdtsc { pc: u64, len: u8, rdtscp: bool },
 }
 

@@ -32,8 +32,8 @@ use crate::remote;
 use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
-use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use weft_record::wait::{waitpid, WaitStatus};
 use weft_record::runtime;
 use weft_record::event::{EventKind, Signal};
 use weft_record::tracee;
@@ -60,9 +60,10 @@ impl<'a> Session<'a> {
             return Ok(None);
         }
         let at = self.state.threads[i].at;
-        let Ok(sig) = NixSignal::try_from(s.signo) else {
+        let sig = s.signo;
+        if !(1..=libc::SIGRTMAX()).contains(&sig) {
             bail!("event {}: logged signal number {} is not a signal", self.state.pos, s.signo);
-        };
+        }
         let entry = match at {
             // Sent by the program itself (kill, tgkill, executed in the
             // replay too): a thread at its delivery stop matches it as usual.
@@ -78,7 +79,7 @@ impl<'a> Session<'a> {
             }
             // Before a fault or an rdtsc trap, which comes back after the
             // handler; another signal the thread is stopped for would be lost.
-            At::Sync(_) | At::Fault(NixSignal::SIGSEGV | NixSignal::SIGBUS | NixSignal::SIGFPE | NixSignal::SIGILL) => None,
+            At::Sync(_) | At::Fault(libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL) => None,
             _ => return Ok(None),
         };
         // Sent by the program itself and still pending: not sent again; and
@@ -132,17 +133,17 @@ impl<'a> Session<'a> {
     /// wait: not when the program sent it and the thread blocks it (it runs
     /// on only once it unblocks it, which a blocked thread cannot do).
     pub(super) fn can_interrupt_wait(&self, i: usize, s: &Signal) -> bool {
-        let Ok(sig) = NixSignal::try_from(s.signo) else { return false };
+        let sig = s.signo;
         !(self.pending(i, sig).unwrap_or(true) && self.blocks(i, sig).unwrap_or(true))
     }
 
     /// Whether thread `i` blocks `sig`.
-    fn blocks(&self, i: usize, sig: NixSignal) -> Result<bool> {
+    fn blocks(&self, i: usize, sig: i32) -> Result<bool> {
         Ok(tracee::sigmask(self.state.threads[i].tid)? & bit(sig) != 0)
     }
 
     /// Whether `sig` is pending for thread `i` or its process.
-    fn pending(&self, i: usize, sig: NixSignal) -> Result<bool> {
+    fn pending(&self, i: usize, sig: i32) -> Result<bool> {
         Ok(self.pending_signals(i)? & bit(sig) != 0)
     }
 
@@ -161,7 +162,7 @@ impl<'a> Session<'a> {
 
     /// Brings thread `i` to the delivery stop of `s` (signal `sig`, sent by
     /// weft if `send`) and counts the event as matched.
-    fn delivered(&mut self, i: usize, s: &Signal, sig: NixSignal, exact: bool, send: bool) -> Result<Option<Step>> {
+    fn delivered(&mut self, i: usize, s: &Signal, sig: i32, exact: bool, send: bool) -> Result<Option<Step>> {
         self.raise(i, s, sig, send)?;
         self.disarm_hunt();
         let t = &mut self.state.threads[i];
@@ -207,7 +208,7 @@ impl<'a> Session<'a> {
     /// restores around the delivery (the handler's frame saves the mask
     /// from before the call): thread `i` runs the call for real and gets
     /// `s` in it (unless it is pending already), to the call's exit stop.
-    fn suspend(&mut self, i: usize, sig: NixSignal, sent: bool) -> Result<()> {
+    fn suspend(&mut self, i: usize, sig: i32, sent: bool) -> Result<()> {
         let tid = self.state.threads[i].tid;
         ptrace::syscall(tid, None)?;
         if !sent {
@@ -215,17 +216,17 @@ impl<'a> Session<'a> {
         }
         match self.wait(tid)? {
             WaitStatus::PtraceSyscall(_) => {}
-            other => bail!("thread {tid} did not leave sigsuspend for {}: {other:?}", sig.as_str()),
+            other => bail!("thread {tid} did not leave sigsuspend for {}: {other:?}", weft_record::event::signal_name(sig)),
         }
         self.state.threads[i].regs = ptrace::getregs(tid)?;
         Ok(())
     }
 
     /// Sends `sig` to thread `i` (tgkill).
-    fn send(&self, i: usize, sig: NixSignal) -> Result<()> {
+    fn send(&self, i: usize, sig: i32) -> Result<()> {
         let (pid, tid) = (self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
         // SAFETY: tgkill takes three integers.
-        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, pid.as_raw(), tid.as_raw(), sig as i32) })
+        Errno::result(unsafe { libc::syscall(libc::SYS_tgkill, pid.as_raw(), tid.as_raw(), sig) })
             .context("tgkill")?;
         Ok(())
     }
@@ -251,7 +252,7 @@ impl<'a> Session<'a> {
     /// skipped) is unblocked for the delivery, and the handler returns with
     /// it unblocked: the kernel would requeue a signal blocked again at its
     /// delivery stop. A warning says so.
-    fn raise(&mut self, i: usize, s: &Signal, sig: NixSignal, send: bool) -> Result<()> {
+    fn raise(&mut self, i: usize, s: &Signal, sig: i32, send: bool) -> Result<()> {
         self.settle(i)?;
         let tid = self.state.threads[i].tid;
         // (After sigsuspend, PTRACE_GETSIGMASK reports the mask it restores,
@@ -262,7 +263,7 @@ impl<'a> Session<'a> {
                 eprintln!(
                     "weft: warning: event {}: {} is blocked in thread {} where the replay delivers it; it is unblocked from here on",
                     self.state.pos,
-                    sig.as_str(),
+                    weft_record::event::signal_name(sig),
                     self.state.threads[i].rec
                 );
                 tracee::set_sigmask(tid, mask & !bit(sig))?;
@@ -272,7 +273,7 @@ impl<'a> Session<'a> {
         ptrace::syscall(tid, None)?;
         match self.wait(tid)? {
             WaitStatus::Stopped(_, got) if got == sig => {}
-            other => bail!("thread {tid} did not stop for {}: {other:?}", sig.as_str()),
+            other => bail!("thread {tid} did not stop for {}: {other:?}", weft_record::event::signal_name(sig)),
         }
         tracee::set_siginfo_bytes(tid, &s.siginfo)?;
         let t = &mut self.state.threads[i];
@@ -282,7 +283,8 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Signal `sig`'s bit in a kernel signal mask.
-fn bit(sig: NixSignal) -> u64 {
-    1u64 << (sig as i32 - 1)
+/// Signal `sig`'s bit in a kernel signal mask (none for a number that is
+/// not a signal's).
+fn bit(sig: i32) -> u64 {
+    u32::try_from(sig - 1).ok().and_then(|b| 1u64.checked_shl(b)).unwrap_or(0)
 }

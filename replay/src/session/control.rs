@@ -11,8 +11,8 @@ use crate::sync_points::{Hit, Op, StepOver};
 use anyhow::{anyhow, bail, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
-use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use weft_record::wait::{self, waitpid, Resume, WaitStatus};
 use weft_record::{runtime, seccomp};
 use weft_record::syscalls::{self, Class};
 use nix::unistd::Pid;
@@ -79,14 +79,14 @@ impl Session<'_> {
                         self.state.threads[i].exit_due = false;
                         ptrace::sysemu(tid, None)?;
                     } else {
-                        ptrace::syscall(tid, sig)?;
+                        wait::resume(Resume::Syscall, tid, sig)?;
                     }
                     let status = waitpid(tid, Some(WaitPidFlag::__WALL));
                     let fired = self.watchdog.disarm();
                     (status?, fired)
                 }
             };
-            if matches!(status, WaitStatus::Stopped(_, NixSignal::SIGTRAP)) {
+            if matches!(status, WaitStatus::Stopped(_, libc::SIGTRAP)) {
                 match self.hunt_stop(i)? {
                     Some(true) => return Ok(Advance::Point),
                     Some(false) => continue,
@@ -149,19 +149,19 @@ impl Session<'_> {
                         }
                     }
                 }
-                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if fired => {
+                WaitStatus::Stopped(_, libc::SIGSTOP) if fired => {
                     return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
                 }
-                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if self.skip_slice(i).is_some() && self.watchdog.sliced(tid) => {
+                WaitStatus::Stopped(_, libc::SIGSTOP) if self.skip_slice(i).is_some() && self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     self.skip_sample(i)?;
                 }
-                WaitStatus::Stopped(_, NixSignal::SIGSTOP) if self.watchdog.sliced(tid) => {
+                WaitStatus::Stopped(_, libc::SIGSTOP) if self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     self.state.threads[i].at = At::Parked;
                     return Ok(Advance::Point);
                 }
-                WaitStatus::Stopped(_, NixSignal::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
+                WaitStatus::Stopped(_, libc::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
                     Trapped::Halt(halt) => return Ok(Advance::Halt(halt)),
                     Trapped::Passed => {}
                     Trapped::Lock(word) => {
@@ -174,7 +174,7 @@ impl Session<'_> {
                             return Ok(Advance::Point);
                         }
                     }
-                    Trapped::No => return self.faulted(i, NixSignal::SIGTRAP),
+                    Trapped::No => return self.faulted(i, libc::SIGTRAP),
                 },
                 WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills
@@ -320,7 +320,7 @@ impl Session<'_> {
 
     /// Thread `i` is about to be resumed: its tid, and the signal to
     /// deliver as it resumes, if one is due; it is `Ready` from now on.
-    pub(super) fn take_for_resume(&mut self, i: usize) -> (Pid, Option<NixSignal>) {
+    pub(super) fn take_for_resume(&mut self, i: usize) -> (Pid, Option<i32>) {
         let t = &mut self.state.threads[i];
         let sig = match t.at {
             At::Deliver(s) => Some(s),
@@ -343,7 +343,7 @@ impl Session<'_> {
     }
 
     /// Thread `i` stopped for signal `sig`: a scheduling point.
-    pub(super) fn faulted(&mut self, i: usize, sig: NixSignal) -> Result<Advance> {
+    pub(super) fn faulted(&mut self, i: usize, sig: i32) -> Result<Advance> {
         self.state.threads[i].regs = ptrace::getregs(self.state.threads[i].tid)?;
         self.state.threads[i].at = At::Fault(sig);
         Ok(Advance::Point)
@@ -464,13 +464,13 @@ impl Session<'_> {
         self.mem(i).write(pc, &[0xcc])?;
         match status {
             WaitStatus::PtraceSyscall(_) if syscall => Ok(Over::AtEntry(status)),
-            WaitStatus::Stopped(_, NixSignal::SIGTRAP) if !syscall => {
+            WaitStatus::Stopped(_, libc::SIGTRAP) if !syscall => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
                 // A lock word written in the step is no release point: the
                 // step is the scheduler's, not the program's choice.
                 Ok(Over::Ran(self.watch_trapped(tid)?.and_then(WatchHit::debugger_slot)))
             }
-            WaitStatus::Stopped(_, sig) if sig != NixSignal::SIGTRAP => self.signalled_over(i, pc, status),
+            WaitStatus::Stopped(_, sig) if sig != libc::SIGTRAP => self.signalled_over(i, pc, status),
             other => bail!("thread {tid} did not step over a breakpoint: {other:?}"),
         }
     }
@@ -600,7 +600,7 @@ impl Session<'_> {
             };
             let reaped = match status {
                 WaitStatus::Exited(pid, code) => Some((pid, ProcessEnd::Exited(code))),
-                WaitStatus::Signaled(pid, sig, _) => Some((pid, ProcessEnd::Killed(sig as i32))),
+                WaitStatus::Signaled(pid, sig, _) => Some((pid, ProcessEnd::Killed(sig))),
                 other => {
                     if let Some(pid) = other.pid() {
                         let _ = ptrace::cont(pid, None);
@@ -641,7 +641,7 @@ impl Session<'_> {
                         break;
                     }
                     Ok(WaitStatus::Signaled(_, sig, _)) => {
-                        end = ProcessEnd::Killed(sig as i32);
+                        end = ProcessEnd::Killed(sig);
                         break;
                     }
                     Ok(_) => {
@@ -665,7 +665,7 @@ impl Session<'_> {
     /// Sends SIGKILL to every live process of the tree.
     pub(super) fn kill_all(&self) {
         for p in self.state.procs.iter().filter(|p| p.live) {
-            let _ = nix::sys::signal::kill(p.pid, NixSignal::SIGKILL);
+            let _ = nix::sys::signal::kill(p.pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
 

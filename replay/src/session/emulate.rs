@@ -10,8 +10,8 @@ use crate::futex;
 use crate::sync_points::{self, MarkerPoint, Op};
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
-use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use weft_record::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::OsStr;
 use std::io::Write;
@@ -186,7 +186,7 @@ impl Session<'_> {
                 let args: Vec<String> = e.args.iter().map(|a| format!("{a:#x}")).collect();
                 format!("{}({})", syscalls::name(e.nr), args.join(", "))
             }
-            Observed::Signal(sig, _) => format!("signal {}", sig.as_str()),
+            Observed::Signal(sig, _) => format!("signal {}", weft_record::event::signal_name(*sig)),
             Observed::Rdtsc { .. } => "rdtsc".to_string(),
         };
         // An asynchronous signal reaches a replayed thread where it next
@@ -238,7 +238,7 @@ impl Session<'_> {
                     _ => describe(),
                 })
             }
-            (Observed::Signal(sig, _), EventKind::Signal(s)) => (*sig as i32 != s.signo).then(describe),
+            (Observed::Signal(sig, _), EventKind::Signal(s)) => (*sig != s.signo).then(describe),
             (Observed::Rdtsc { rdtscp, .. }, EventKind::Rdtsc { aux, .. }) => {
                 (*rdtscp != aux.is_some()).then(describe)
             }
@@ -262,7 +262,7 @@ impl Session<'_> {
     pub(super) fn holds_fatal_signal(&self, i: usize) -> bool {
         let At::Deliver(sig) = self.state.threads[i].at else { return false };
         let before_end = !matches!(self.trace.events.get(self.state.pos).map(|e| &e.kind), Some(EventKind::End(_)) | None);
-        before_end && self.fatal(i, sig as i32) && self.next_owner().is_some_and(|j| j != i && self.runnable(j))
+        before_end && self.fatal(i, sig) && self.next_owner().is_some_and(|j| j != i && self.runnable(j))
     }
 
     /// The thread a recording ended by SIGKILL names, when that end is the
@@ -763,7 +763,7 @@ impl Session<'_> {
         };
         self.execute(i)?;
         match waitpid(child, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::Stopped(_, NixSignal::SIGSTOP) => {}
+            WaitStatus::Stopped(_, libc::SIGSTOP) => {}
             other => bail!("new thread {child} did not stop: {other:?}"),
         }
         let parent = self.state.threads[i].proc;

@@ -13,7 +13,6 @@ use crate::sync_points::Op;
 use crate::sync_trace::{Switchable, SyncRecord};
 use anyhow::Result;
 use std::time::Instant;
-use nix::sys::signal::Signal as NixSignal;
 use weft_record::event::{signal_name, End, EventKind};
 use weft_record::syscalls;
 use weft_record::tracee;
@@ -259,7 +258,7 @@ impl Session<'_> {
             At::Fault(sig) => {
                 let pc = self.state.threads[i].regs.rip;
                 let observed = match tracee::rdtsc_at(self.mem(i), pc) {
-                    Some((len, rdtscp)) if sig == NixSignal::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
+                    Some((len, rdtscp)) if sig == libc::SIGSEGV => Observed::Rdtsc { pc, len, rdtscp },
                     _ => Observed::Signal(sig, pc),
                 };
                 self.event_point(i, observed)
@@ -283,14 +282,14 @@ impl Session<'_> {
     /// thread has events before it in the log, and a later one of the
     /// thread's is that signal. Only with the synchronization order logged,
     /// where the thread's events between sending and delivering are known.
-    fn held_back(&self, i: usize, sig: NixSignal) -> bool {
-        use NixSignal::*;
+    fn held_back(&self, i: usize, sig: i32) -> bool {
+        use libc::{SIGBUS, SIGFPE, SIGILL, SIGKILL, SIGSEGV, SIGSTOP, SIGTRAP};
         if !self.sync_logged || matches!(sig, SIGSEGV | SIGBUS | SIGFPE | SIGILL | SIGTRAP | SIGKILL | SIGSTOP) {
             return false;
         }
         let rec = self.state.threads[i].rec;
         let mine = || self.trace.events[self.state.pos..].iter().filter(|e| e.tid == rec);
-        let is_sig = |e: &weft_record::Event| matches!(&e.kind, weft_record::EventKind::Signal(s) if s.signo == sig as i32 && !s.synchronous);
+        let is_sig = |e: &weft_record::Event| matches!(&e.kind, weft_record::EventKind::Signal(s) if s.signo == sig && !s.synchronous);
         mine().next().is_some_and(|e| !is_sig(e)) && mine().any(|e| is_sig(e))
     }
 
@@ -498,7 +497,7 @@ impl Session<'_> {
         let state = match t.at {
             At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => "runnable".to_string(),
             At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
-            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", s.as_str()),
+            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", weft_record::event::signal_name(s)),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
             At::Exited => "exited".to_string(),
             At::Parked => "parked (it ran on without a scheduling point while another thread's event was due)".to_string(),

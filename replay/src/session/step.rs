@@ -12,8 +12,8 @@ use super::{Advance, Halt, Session};
 use crate::remote;
 use anyhow::{bail, Result};
 use nix::sys::ptrace;
-use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitPidFlag;
+use weft_record::wait::{self, waitpid, Resume, WaitStatus};
 
 impl Session<'_> {
     /// Executes one instruction of thread `i` (free to run), or goes
@@ -41,9 +41,9 @@ impl Session<'_> {
         let (tid, sig) = self.take_for_resume(i);
         self.state.threads[i].taken = None;
         self.settle(i)?;
-        ptrace::step(tid, sig)?;
+        wait::resume(Resume::Step, tid, sig)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::Stopped(_, NixSignal::SIGTRAP) => {
+            WaitStatus::Stopped(_, libc::SIGTRAP) => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
                 match self.debugger_trap(i, true, Some(pc))? {
                     Trapped::Halt(halt) => Ok(Advance::Halt(halt)),
