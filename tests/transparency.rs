@@ -94,10 +94,11 @@ fn a_signal_pending_at_a_breakpoint_is_delivered() {
         let name = format!("stepsig{run}");
         let trace = trace_dir(&name);
         let rec = record_with(&trace, &["--no-inprocess"], &[program("stepsig").to_str().unwrap()], Stdio::null());
-        let rep = replay(&trace, &[]);
+        // In log order: a failed attempt can hunt for a signal's hit for
+        // minutes, and a search would make a thousand of them.
+        let rep = replay(&trace, &["--no-explore"]);
         assert_replays_as_recorded(&name, &rec, &rep);
         assert_eq!(String::from_utf8_lossy(&rec.stdout), "worker answered 50 signals\n");
-        assert!(err(&rep).contains("the log order found in 1 replays"), "{}", err(&rep));
     }
 }
 

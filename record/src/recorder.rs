@@ -125,6 +125,11 @@ struct Recorder {
     interrupted: HashMap<Pid, Vec<MemWrite>>,
     /// The in-process runtime's buffers and the global order, when on.
     inprocess: Option<InProcess>,
+    /// Without the runtime: asynchronous signals whose delivery stop came
+    /// while another thread was inside a kill-class syscall, which may
+    /// have sent them, by that thread; each target waits at its stop
+    /// until the kill is logged ([`Recorder::hold_after_kill`]).
+    after_kill: HashMap<Pid, Vec<(Pid, i32)>>,
 }
 
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
@@ -195,6 +200,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         end: None,
         interrupted: HashMap::new(),
         inprocess,
+        after_kill: HashMap::new(),
     };
     ptrace::cont(pid, None)?;
     rec.run()?;
@@ -273,6 +279,9 @@ impl Recorder {
     fn gone(&mut self, pid: Pid) {
         if let Some(ip) = self.inprocess.as_mut() {
             ip.thread_gone(pid.as_raw());
+        }
+        if let Err(e) = self.release_after_kill(pid) {
+            eprintln!("weft: error: a signal held for thread {pid}'s kill: {e}");
         }
         self.threads.remove(&pid);
         self.tgids.remove(&pid);
@@ -384,7 +393,33 @@ impl Recorder {
             }
             _ => self.log_syscall(pid, entry.label, syscall)?,
         }
+        self.release_after_kill(pid)?;
         resume(pid, None)
+    }
+
+    /// Whether asynchronous signal `signo`, at thread `pid`'s delivery
+    /// stop, is held there until a kill in flight is logged: without the
+    /// runtime, a kill is logged at its exit, and the target's stop can be
+    /// reported first, which would log the signal before what sent it (a
+    /// replay then hunts for the signal's hit before it can be sent). The
+    /// runtime's global order places a kill at its entry instead.
+    fn hold_after_kill(&mut self, pid: Pid, signo: i32) -> bool {
+        if self.inprocess.is_some() {
+            return false;
+        }
+        let killing = |(&t, e): (&Pid, &Option<Entry>)| t != pid && e.as_ref().is_some_and(|e| syscalls::class(e.nr) == Class::Kill);
+        let Some(sender) = self.threads.iter().find(|&entry| killing(entry)).map(|(&t, _)| t) else { return false };
+        self.after_kill.entry(sender).or_default().push((pid, signo));
+        true
+    }
+
+    /// Thread `sender`'s kill is logged, or it is gone: the deliveries
+    /// held for it go on.
+    fn release_after_kill(&mut self, sender: Pid) -> Result<()> {
+        for (pid, signo) in self.after_kill.remove(&sender).unwrap_or_default() {
+            self.on_signal(pid, signo)?;
+        }
+        Ok(())
     }
 
     /// Builds the log record of a completed syscall.
@@ -565,6 +600,9 @@ impl Recorder {
         let addr = u64::from_le_bytes(siginfo[16..24].try_into()?);
         let synchronous = code > 0
             && matches!(signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL | libc::SIGTRAP);
+        if !synchronous && self.hold_after_kill(pid, signo) {
+            return Ok(());
+        }
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
         let mut interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
