@@ -90,6 +90,11 @@ impl Session<'_> {
         // waits for.
         let handover = match &expected.kind {
             EventKind::Sync(s) if s.op == SyncOp::BarrierArrive => self.barrier_arrives_last(i, s.var),
+            // What follows a start routine's return is libc's teardown,
+            // which the recording ran at once: glibc's count of live
+            // threads, decremented there, decides which thread's exit is
+            // the process's exit_group.
+            EventKind::Sync(s) if s.op == SyncOp::ThreadReturn => false,
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
