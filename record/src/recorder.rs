@@ -130,6 +130,8 @@ struct Recorder {
     /// have sent them, by that thread; each target waits at its stop
     /// until the kill is logged ([`Recorder::hold_after_kill`]).
     after_kill: HashMap<Pid, Vec<(Pid, i32)>>,
+    /// Processes whose exit_group is logged, until their leader is reaped.
+    exiting: HashSet<Pid>,
 }
 
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
@@ -201,6 +203,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         interrupted: HashMap::new(),
         inprocess,
         after_kill: HashMap::new(),
+        exiting: HashSet::new(),
     };
     ptrace::cont(pid, None)?;
     rec.run()?;
@@ -284,6 +287,7 @@ impl Recorder {
             eprintln!("weft: error: a signal held for thread {pid}'s kill: {e}");
         }
         self.threads.remove(&pid);
+        self.exiting.remove(&pid);
         self.tgids.remove(&pid);
         self.mems.remove(&pid);
     }
@@ -316,7 +320,15 @@ impl Recorder {
             return resume(pid, None);
         }
         match syscalls::class(nr) {
+            // A thread's exit that reaches us after its process's
+            // exit_group was entered before that took effect, and did
+            // nothing: logged, it would follow the exit_group, which a
+            // replay cannot reproduce (the exit_group kills the thread).
+            Class::ThreadExit if self.exiting.contains(&self.tgid(pid)) => resume(pid, None),
             Class::ThreadExit | Class::ExitGroup => {
+                if syscalls::class(nr) == Class::ExitGroup {
+                    self.exiting.insert(self.tgid(pid));
+                }
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
                 self.trace.flush()?;
                 resume(pid, None)
