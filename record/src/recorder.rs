@@ -325,8 +325,8 @@ impl Recorder {
             // nothing: logged, it would follow the exit_group, which a
             // replay cannot reproduce (the exit_group kills the thread).
             Class::ThreadExit if self.exiting.contains(&self.tgid(pid)) => resume(pid, None),
-            Class::ThreadExit | Class::ExitGroup => {
-                if syscalls::class(nr) == Class::ExitGroup {
+            class @ (Class::ThreadExit | Class::ExitGroup) => {
+                if class == Class::ExitGroup {
                     self.exiting.insert(self.tgid(pid));
                 }
                 self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
@@ -443,8 +443,8 @@ impl Recorder {
             // changes to this directory by path (emulate.rs, change_dir).
             s.path = std::fs::read_link(format!("/proc/{pid}/cwd")).ok().map(|p| p.into_os_string().into_vec());
         }
-        let filter = seccomp::installed(e.nr, &e.args, result, self.mem(pid)?);
         let mem = self.mem(pid)?;
+        let filter = seccomp::installed(e.nr, &e.args, result, mem);
         let mut read_u64 = |a: u64| mem.read_u64(a).ok();
         match syscalls::classify(e.nr, &e.args) {
             Class::Input => {

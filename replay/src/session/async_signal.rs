@@ -35,7 +35,7 @@ use nix::sys::ptrace;
 use nix::sys::wait::WaitPidFlag;
 use weft_record::wait::{waitpid, WaitStatus};
 use weft_record::runtime;
-use weft_record::event::{EventKind, Signal};
+use weft_record::event::{signal_name, EventKind, Signal};
 use weft_record::tracee;
 
 impl<'a> Session<'a> {
@@ -216,7 +216,7 @@ impl<'a> Session<'a> {
         }
         match self.wait(tid)? {
             WaitStatus::PtraceSyscall(_) => {}
-            other => bail!("thread {tid} did not leave sigsuspend for {}: {other:?}", weft_record::event::signal_name(sig)),
+            other => bail!("thread {tid} did not leave sigsuspend for {}: {other:?}", signal_name(sig)),
         }
         self.state.threads[i].regs = ptrace::getregs(tid)?;
         Ok(())
@@ -263,7 +263,7 @@ impl<'a> Session<'a> {
                 eprintln!(
                     "weft: warning: event {}: {} is blocked in thread {} where the replay delivers it; it is unblocked from here on",
                     self.state.pos,
-                    weft_record::event::signal_name(sig),
+                    signal_name(sig),
                     self.state.threads[i].rec
                 );
                 tracee::set_sigmask(tid, mask & !bit(sig))?;
@@ -273,7 +273,7 @@ impl<'a> Session<'a> {
         ptrace::syscall(tid, None)?;
         match self.wait(tid)? {
             WaitStatus::Stopped(_, got) if got == sig => {}
-            other => bail!("thread {tid} did not stop for {}: {other:?}", weft_record::event::signal_name(sig)),
+            other => bail!("thread {tid} did not stop for {}: {other:?}", signal_name(sig)),
         }
         tracee::set_siginfo_bytes(tid, &s.siginfo)?;
         let t = &mut self.state.threads[i];

@@ -191,7 +191,7 @@ impl Session<'_> {
                 let args: Vec<String> = e.args.iter().map(|a| format!("{a:#x}")).collect();
                 format!("{}({})", syscalls::name(e.nr), args.join(", "))
             }
-            Observed::Signal(sig, _) => format!("signal {}", weft_record::event::signal_name(*sig)),
+            Observed::Signal(sig, _) => format!("signal {}", event::signal_name(*sig)),
             Observed::Rdtsc { .. } => "rdtsc".to_string(),
         };
         // An asynchronous signal reaches a replayed thread where it next

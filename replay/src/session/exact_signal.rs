@@ -450,7 +450,7 @@ mod tests {
     fn a_lone_stack_word_one_further_at_each_hit_is_a_counter_to_skip_by() {
         let mut h = Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, skip: None, skipped: false, passed: false };
         let counting = |here: u64| Mismatch { stack: vec![(0xb0, 5_000_000, here)], ..Default::default() };
-        let mut hit = |h: &mut Hunt, d: Mismatch| {
+        let hit = |h: &mut Hunt, d: Mismatch| {
             h.hits += 1;
             h.counter(&d, 0x7ffe0000).map(|s| (s.addr, s.target, s.last))
         };

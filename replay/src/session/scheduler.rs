@@ -497,7 +497,7 @@ impl Session<'_> {
         let state = match t.at {
             At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => "runnable".to_string(),
             At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
-            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", weft_record::event::signal_name(s)),
+            At::Fault(s) => format!("waiting to take {} (not its turn in the log)", signal_name(s)),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
             At::Exited => "exited".to_string(),
             At::Parked => "parked (it ran on without a scheduling point while another thread's event was due)".to_string(),
