@@ -906,10 +906,15 @@ struct start {
  * the exit) is libc's, and the exit's place comes much later; without the
  * marker a replay would run the thread's last code (a Rust sender's drop,
  * a worker's final count) as late as the exit. A thread that calls
- * pthread_exit has no marker. Record and replay take the same path. */
+ * pthread_exit has no marker. Record and replay take the same path.
+ * The 16 bytes of `struct start` are not freed: a free() in the new
+ * thread made it create its malloc arena at once, and that mmap raced
+ * with the next thread's stack, so a thread's stack moved between record
+ * and replay (CI saw a buffer on its stack 128 MB lower in the recording:
+ * two arenas' reservations); the thread that created it may have exited
+ * by then. */
 static void *thread_start(void *p) {
     struct start start = *(struct start *)p;
-    free(p);
     void *r = start.routine(start.arg);
     if (enter()) {
         if (mode == WEFT_MODE_RECORD) {
