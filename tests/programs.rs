@@ -115,6 +115,40 @@ fn pthread_exit_from_main_while_workers_run() {
     simple("mainexit");
 }
 
+/// A thread's exit logged after its process's exit_group (recorders
+/// before dc72df0 logged one the thread entered before the exit_group
+/// took effect) is ended by that exit_group: the replay is valid, through
+/// the interactive path (`--no-explore`) and the batch one (`--digest`)
+/// alike. The trace is mainexit's with its last thread exit moved there.
+#[test]
+fn a_thread_exit_logged_after_the_exit_group_is_ended_by_it() {
+    use weft_record::event::EventKind;
+    let is = |e: &weft_record::Event, nr| matches!(&e.kind, EventKind::Syscall(s) if s.nr == nr);
+    let recorded = trace_dir("exit-after-group-rec");
+    let rec = record(&recorded, &[program("mainexit").to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    let trace = weft_record::Trace::open(&recorded).unwrap();
+    let mut events = trace.events.clone();
+    let group = events.iter().rposition(|e| is(e, libc::SYS_exit_group)).expect("an exit_group");
+    let exit = events[..group].iter().rposition(|e| is(e, libc::SYS_exit)).expect("a thread exit");
+    let moved = events.remove(exit);
+    events.insert(group, moved);
+    let edited = trace_dir("exit-after-group");
+    let mut w = weft_record::trace::TraceWriter::create(&edited).unwrap();
+    w.write_meta(&trace.meta).unwrap();
+    for e in events {
+        w.write_event(e).unwrap();
+    }
+    w.finish().unwrap();
+    let copied = std::process::Command::new("cp").arg("-a").arg(recorded.join("files/.")).arg(edited.join("files")).status().unwrap();
+    assert!(copied.success());
+    for flags in [&["--no-explore"][..], &["--digest"]] {
+        let rep = replay(&edited, flags);
+        assert_eq!(rep.status.code(), Some(0), "{flags:?}: {}", err(&rep));
+        assert!(err(&rep).contains("replay valid"), "{flags:?}: {}", err(&rep));
+    }
+}
+
 #[test]
 fn seed_000_figure_1_passing_form() {
     let (rec, _) = simple("fig1");

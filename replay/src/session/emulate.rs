@@ -394,7 +394,11 @@ impl Session<'_> {
             }
             Class::Kill => self.kill_syscall(i, e, s)?,
             Class::ThreadExit => return self.thread_exit(i),
-            Class::ExitGroup if self.interactive && self.state.procs.iter().filter(|p| p.live).count() == 1 => {
+            Class::ExitGroup
+                if self.interactive
+                    && self.state.procs.iter().filter(|p| p.live).count() == 1
+                    && self.end_past_thread_exits(self.state.pos).is_some() =>
+            {
                 // The recorded end: the process stays, at its exit_group.
                 self.halt = Some(Halt::Exiting(e.args[0] as i32));
             }

@@ -567,6 +567,9 @@ impl Session<'_> {
                 format!("killed by {} in thread {} at pc {:#x}", signal_name(signo), d.rec, d.pc)
             }
         };
+        if let Some(end) = self.end_past_thread_exits(self.state.pos) {
+            self.state.pos = end;
+        }
         let Some(expected) = self.trace.events.get(self.state.pos) else {
             return Ok(Outcome::Invalid(self.incomplete()));
         };
@@ -589,6 +592,18 @@ impl Session<'_> {
             return Ok(Outcome::Invalid(Failure::WrongEnd { event: self.state.pos as u64, expected: recorded.to_string(), observed }));
         }
         Ok(Outcome::Valid { end: recorded.clone(), events: self.state.pos as u64 + 1 })
+    }
+
+    /// The index of the log's end event when only thread exits lie
+    /// between `pos` and it. Such an exit was entered before its process's
+    /// exit_group took effect, so the exit_group ends that thread in a
+    /// replay; recorders before trace format 12's last revision logged
+    /// them. The batch check ([`Self::finish`]) and the interactive stop
+    /// at the exit_group agree through this.
+    pub(super) fn end_past_thread_exits(&self, pos: usize) -> Option<usize> {
+        let events = self.trace.events.get(pos..)?;
+        let k = events.iter().position(|e| !matches!(&e.kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit))?;
+        matches!(events[k].kind, EventKind::End(_)).then_some(pos + k)
     }
 
     /// The log ran out before the replay did: every readable event was
