@@ -123,7 +123,7 @@ fn print_trace(dir: &Path, trace: &Trace, as_json: bool) -> io::Result<()> {
         let epochs_n = format!("{} epoch{}", epochs.len(), if epochs.len() == 1 { "" } else { "s" });
         writeln!(out, "trace {}: {} (pid {pid}), {events} events in {epochs_n}", dir.display(), argv.join(" "))?;
         writeln!(out, "recorded on {}", trace.meta.cpu)?;
-        let procs = weft_record::tree::processes(&trace);
+        let procs = weft_record::tree::processes(trace);
         if procs.len() > 1 {
             writeln!(out, "process tree:")?;
             for line in weft_record::tree::ps_lines(&procs) {

@@ -130,7 +130,7 @@ fn monitor_visits_the_recorded_epochs() {
     assert!(listed.contains("=> epoch 0: events #0.."), "{}", t.text);
     let when = |s: &str| {
         let section = t.section(s);
-        let epoch = section.split("epoch ").nth(1).and_then(|w| w.trim().split_whitespace().next()).and_then(|w| w.parse::<usize>().ok());
+        let epoch = section.split("epoch ").nth(1).and_then(|w| w.split_whitespace().next()).and_then(|w| w.parse::<usize>().ok());
         (event_number(section), epoch.unwrap_or_else(|| panic!("no epoch in {s}:\n{}", t.text)))
     };
     assert_eq!(when("when1"), (starts[n], n), "{}", t.text);

@@ -153,9 +153,9 @@ impl Data {
             4 => ARCH_X86_64,
             8 => low(self.ip),
             12 => high(self.ip),
-            16..=63 if offset % 4 == 0 => {
+            16..=63 if offset.is_multiple_of(4) => {
                 let arg = self.args[(offset as usize - 16) / 8];
-                if offset % 8 == 0 { low(arg) } else { high(arg) }
+                if offset.is_multiple_of(8) { low(arg) } else { high(arg) }
             }
             _ => return None,
         })

@@ -169,6 +169,18 @@ fn wake_only_words(events: &[Event]) -> HashSet<u64> {
     woken.difference(&waited).copied().collect()
 }
 
+/// Whether event `e` turned its process's in-process runtime off at
+/// record time (inprocess.rs): a call [`runtime::turns_off`] names, or
+/// the clone of a thread without a TLS of its own, which would share its
+/// creator's buffer slot.
+fn turns_runtime_off(e: &Event) -> bool {
+    match &e.kind {
+        EventKind::Syscall(s) => runtime::turns_off(s.nr, &s.args),
+        EventKind::Spawn { flags, .. } => runtime::spawn_turns_off(*flags),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,17 +203,5 @@ mod tests {
         assert!(words.contains(&0x10));
         assert!(!words.contains(&0x20), "a condition variable's counter that once was 2");
         assert_eq!(wake_only_words(&events), HashSet::from([0x30]), "woken, never waited on");
-    }
-}
-
-/// Whether event `e` turned its process's in-process runtime off at
-/// record time (inprocess.rs): a call [`runtime::turns_off`] names, or
-/// the clone of a thread without a TLS of its own, which would share its
-/// creator's buffer slot.
-fn turns_runtime_off(e: &Event) -> bool {
-    match &e.kind {
-        EventKind::Syscall(s) => runtime::turns_off(s.nr, &s.args),
-        EventKind::Spawn { flags, .. } => runtime::spawn_turns_off(*flags),
-        _ => false,
     }
 }

@@ -355,7 +355,7 @@ impl<'a> ReplaySession<'a> {
         if !ahead {
             self.restore(saved.map_or(Origin::Start, Origin::Timeline))?;
         }
-        self.to_segment(target.point)?;
+        self.run_to_segment(target.point)?;
         if self.mark.point != target.point {
             bail!("segment {} has no start in this replay", target.point);
         }
@@ -368,7 +368,7 @@ impl<'a> ReplaySession<'a> {
 
     /// Replays to the first segment start at or after `point`, passing
     /// traps silently. Errors: the replay ends before it.
-    pub(crate) fn to_segment(&mut self, point: u64) -> Result<()> {
+    pub(crate) fn run_to_segment(&mut self, point: u64) -> Result<()> {
         self.to(Goal { point: Some(point), ..Goal::default() }, |m| m.point >= point, &mut |_| {})
     }
 

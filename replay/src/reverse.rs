@@ -239,7 +239,7 @@ impl ReplaySession<'_> {
                     _ if me.mark.point != now.point => bail!("{now} is not reached again"),
                     Halt::Stepped(true) => {
                         j += 1;
-                        if j % POLL_STEPS == 0 {
+                        if j.is_multiple_of(POLL_STEPS) {
                             poll(interrupt)?;
                         }
                     }
@@ -272,7 +272,7 @@ impl ReplaySession<'_> {
                 }
                 poll(interrupt)?;
                 let next = self.mark.point + 1;
-                if self.to_segment(next).is_err() {
+                if self.run_to_segment(next).is_err() {
                     break;
                 }
             }
@@ -302,7 +302,7 @@ impl ReplaySession<'_> {
                     return Ok(());
                 }
                 pcs.push(me.live.pc(start.tid)?);
-                if pcs.len() as u64 % POLL_STEPS == 0 {
+                if (pcs.len() as u64).is_multiple_of(POLL_STEPS) {
                     poll(interrupt)?;
                 }
             }

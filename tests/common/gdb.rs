@@ -259,9 +259,7 @@ pub fn gdb_script(cmds: &[&str]) -> PathBuf {
 /// line. Panics when there is none.
 pub fn printed(text: &str) -> String {
     let line = text
-        .lines()
-        .filter(|l| l.starts_with('$') && l.contains(" = "))
-        .last()
+        .lines().rfind(|l| l.starts_with('$') && l.contains(" = "))
         .unwrap_or_else(|| panic!("no `$N = value` line in:\n{text}"));
     line.split_once(" = ").unwrap().1.trim().to_string()
 }

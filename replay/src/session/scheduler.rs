@@ -290,7 +290,7 @@ impl Session<'_> {
         let rec = self.state.threads[i].rec;
         let mine = || self.trace.events[self.state.pos..].iter().filter(|e| e.tid == rec);
         let is_sig = |e: &weft_record::Event| matches!(&e.kind, weft_record::EventKind::Signal(s) if s.signo == sig && !s.synchronous);
-        mine().next().is_some_and(|e| !is_sig(e)) && mine().any(|e| is_sig(e))
+        mine().next().is_some_and(|e| !is_sig(e)) && mine().any(is_sig)
     }
 
     /// A yield point: thread `i` called sched_yield, or a futex wait that

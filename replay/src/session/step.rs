@@ -27,7 +27,7 @@ impl Session<'_> {
         }
         let mut code = self.mem(i).read(pc, 2).unwrap_or_default();
         sync.shadow(pc, &mut code);
-        if code == remote::SYSCALL_INSN || (sync.is_sync(pc) && !taken) || taken {
+        if code == remote::SYSCALL_INSN || sync.is_sync(pc) || taken {
             // Ends at the syscall's exit, after the instruction under a
             // taken int3, or at the scheduling point either one is.
             self.state.stepping = Some(i);

@@ -62,7 +62,7 @@ impl Watchpoints {
     /// Adds `w`. Errors: no free debug register, a length other than 1,
     /// 2, 4 or 8, or an address not aligned to its length.
     pub(crate) fn add(&mut self, w: Watchpoint) -> Result<()> {
-        if !matches!(w.len, 1 | 2 | 4 | 8) || w.addr % u64::from(w.len) != 0 {
+        if !matches!(w.len, 1 | 2 | 4 | 8) || !w.addr.is_multiple_of(u64::from(w.len)) {
             bail!("a hardware watchpoint covers 1, 2, 4 or 8 bytes aligned to its length ({} bytes at {:#x})", w.len, w.addr);
         }
         if self.slots.contains(&Some(w)) {
