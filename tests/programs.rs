@@ -149,6 +149,27 @@ fn a_thread_exit_logged_after_the_exit_group_is_ended_by_it() {
     }
 }
 
+/// A signal one thread sends another blocked in a read (pthread_kill) is
+/// delivered in that read in the replay, as recorded: with SA_RESTART the
+/// read goes on, without it the read fails with EINTR. Sent at the kill,
+/// it reached the receiver before its read and the read restarted: the
+/// replay printed other EINTR counts (without the runtime) or failed at
+/// the receiver's next event (with it). Both recorders, 3 recordings each.
+#[test]
+fn a_signal_from_another_thread_interrupts_a_blocking_read_as_recorded() {
+    let prog = program("killread");
+    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
+        for run in 0..3 {
+            let name = format!("killread-{mode}-{run}");
+            let trace = trace_dir(&name);
+            let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
+            assert!(String::from_utf8_lossy(&rec.stdout).contains("SA_RESTART: eintr=0 got=1"), "{}", err(&rec));
+            let rep = replay(&trace, &["--no-explore"]);
+            assert_replays_as_recorded(&name, &rec, &rep);
+        }
+    }
+}
+
 #[test]
 fn seed_000_figure_1_passing_form() {
     let (rec, _) = simple("fig1");

@@ -24,7 +24,9 @@
 //!
 //! A signal the program sent itself (kill, tgkill) is sent in the replay
 //! too; a thread stopped for it is matched like a fault, and one that is
-//! still pending is not sent twice.
+//! still pending is not sent twice. One a thread sent another that
+//! interrupted a syscall in the recording is delivered as a signal from
+//! outside is, in that syscall (emulate.rs, `kill_syscall`).
 
 use super::{At, Delivery, Entry, Session, Step};
 use crate::failure::Failure;

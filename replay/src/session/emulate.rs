@@ -24,6 +24,12 @@ use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Memory};
 use weft_record::Tid;
 
+/// How many of a thread's logged events [`Session::delivered_in_syscall`]
+/// looks through for a signal's delivery: it is usually among the next
+/// few, and a signal never delivered (consumed by sigwait, or sent to a
+/// thread that exited) must not cost a scan of the rest of the log.
+const SIGNAL_LOOKAHEAD: usize = 1024;
+
 impl Session<'_> {
     /// A *pevnt* test then a check (seed 000 Fig. 8): run the event if it
     /// is the log's next and belongs to this thread, else switch to the
@@ -515,10 +521,15 @@ impl Session<'_> {
 
     /// kill/tkill/tgkill: executed, with recorded ids translated, when the
     /// program signals its own process, or sends SIGKILL to another process
-    /// of the tree (which no delivery stop logs); emulated otherwise:
-    /// another process's recorded signal event delivers the signal where
-    /// the recording had it (process groups and processes outside the
-    /// tree are not signalled at all).
+    /// of the tree (which no delivery stop logs); emulated otherwise: the
+    /// recorded signal event of the receiving thread delivers the signal
+    /// where the recording had it (async_signal.rs). So is a signal to
+    /// another thread of the process whose logged delivery interrupted a
+    /// syscall ([`Self::delivered_in_syscall`]): sent at the kill, it would
+    /// reach that thread wherever it next resumed, often before the call
+    /// (a thread woken from a blocking read by pthread_kill, which then
+    /// restarted the read instead of failing with EINTR). Process groups
+    /// and processes outside the tree are not signalled at all.
     pub(super) fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
         let me = self.state.threads[i].proc;
         let signo = e.args[match e.nr {
@@ -530,7 +541,8 @@ impl Session<'_> {
         let proc_of = |id: u64| procs.iter().enumerate().find(|(k, p)| p.live && p.rec == id as i32 && reaches(*k)).map(|(_, p)| p.pid);
         let thread_of = |id: u64| {
             let t = &self.state.threads[*self.state.by_rec.get(&(id as i32))?];
-            reaches(t.proc).then_some(t.tid)
+            let deferred = t.rec != self.state.threads[i].rec && self.delivered_in_syscall(t.rec, signo);
+            (reaches(t.proc) && !deferred).then_some(t.tid)
         };
         let ids = match e.nr {
             libc::SYS_tgkill => proc_of(e.args[0]).zip(thread_of(e.args[1])).map(|(p, t)| (p, Some(t))),
@@ -555,6 +567,21 @@ impl Session<'_> {
             self.reap(p)?;
         }
         Ok(())
+    }
+
+    /// Whether the log's next delivery of `signo` to thread `rec` (within
+    /// its next [`SIGNAL_LOOKAHEAD`] events) interrupted a syscall, where
+    /// the replay can deliver it exactly. One that hit user code is better
+    /// sent at the kill: finding its instruction again can take the
+    /// search for its state the whole livelock timeout in a thread that
+    /// loops.
+    fn delivered_in_syscall(&self, rec: Tid, signo: i32) -> bool {
+        let Some(list) = self.log.events_of(rec) else { return false };
+        let from = list.partition_point(|&k| k < self.state.pos);
+        list[from..].iter().take(SIGNAL_LOOKAHEAD).find_map(|&k| match &self.trace.events[k].kind {
+            EventKind::Signal(s) if s.signo == signo => Some(s.interrupted.is_some()),
+            _ => None,
+        }) == Some(true)
     }
 
     /// chdir/fchdir: the replayed process moves to the directory the
