@@ -314,7 +314,8 @@ mod tests {
     #[test]
     fn out_buffers_come_from_the_table() {
         for nr in [c::SYS_uname, c::SYS_sysinfo, c::SYS_adjtimex, c::SYS_clock_adjtime, c::SYS_capget,
-            c::SYS_sched_getparam, c::SYS_getxattr, c::SYS_flistxattr, c::SYS_waitid, c::SYS_timer_gettime]
+            c::SYS_sched_getparam, c::SYS_getxattr, c::SYS_flistxattr, c::SYS_waitid, c::SYS_timer_gettime,
+            c::SYS_rt_sigpending]
         {
             assert_eq!(class(nr), Class::Input, "{}", name(nr));
         }
@@ -327,6 +328,9 @@ mod tests {
         // setitimer(2) stores the old value through its third argument.
         let got = out_buffers(c::SYS_setitimer, &[0, 0x1000, 0x2000, 0, 0, 0], 0, &mut |_| None);
         assert_eq!(got, vec![(0x1000, 32), (0x2000, 32)]);
+        // rt_sigpending(2): a sigset_t of `sigsetsize` bytes (signalfd
+        // programs ask for it).
+        assert_eq!(out_buffers(c::SYS_rt_sigpending, &[0x1000, 8, 0, 0, 0, 0], 0, &mut |_| None), vec![(0x1000, 8)]);
         // A syscall whose pointers have call-dependent sizes and no rule.
         assert_eq!(class(c::SYS_msgrcv), Class::Unsupported);
     }

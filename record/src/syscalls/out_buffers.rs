@@ -221,6 +221,9 @@ fn call_rule(nr: i64) -> Option<CallRule> {
         // sched_getattr(2): at most `size` bytes of struct sched_attr.
         c::SYS_sched_getattr => |a, _, _, out| out.add(a[1], a[2]),
         c::SYS_rt_sigtimedwait => |a, _, _, out| out.add(a[1], 128),
+        // rt_sigpending(2): a set of `sigsetsize` bytes (8; the kernel
+        // refuses more).
+        c::SYS_rt_sigpending => |a, _, _, out| out.add(a[0], a[1].min(8)),
         // prctl(2): the options that store through their second argument.
         c::SYS_prctl => |a, _, _, out| match a[0] as i32 {
             c::PR_GET_NAME => out.add(a[1], 16),
