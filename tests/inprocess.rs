@@ -390,3 +390,25 @@ fn killed_recorder_leaves_a_trace_readable_to_its_last_record() {
     let rep = replay(&trace, &["--no-explore"]);
     assert!(!err(&rep).contains("panicked"), "{}", err(&rep));
 }
+
+/// pthread_cancel of threads blocked in pthread_cond_wait, read and sleep,
+/// as programs stop their workers: the recording logs the canceled wait's
+/// acquire (its result ECANCELED, once glibc took the mutex again) and
+/// the cleanup handler's unlock; the replay puts each thread in its call
+/// at once, as the recording had it, so that pthread_cancel signals it
+/// (glibc signals only a thread waiting in a cancellation point), and
+/// ends the wait as canceled. Valid in log order, 3 recordings of 3.
+/// (Before: a deadlock at the first cancel, every time.)
+#[test]
+fn threads_canceled_in_blocking_calls_replay() {
+    let prog = program("cancelwait");
+    for run in 0..3 {
+        let name = format!("cancelwait-{run}");
+        let trace = trace_dir(&name);
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert!(out.contains("thread 0 canceled 1 cleaned 1") && out.contains("mutex taken again"), "{out}{}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded(&name, &rec, &rep);
+    }
+}

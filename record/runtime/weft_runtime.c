@@ -836,13 +836,57 @@ RELEASE(int, sem_post, WEFT_SYNC_SEM_POST, s, P(sem_t *s), (s))
 RELEASE(int, pthread_cond_signal, WEFT_SYNC_COND_SIGNAL, c, P(pthread_cond_t *c), (c))
 RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond_t *c), (c))
 
+/* The logged result of a condition wait that pthread_cancel ended (no
+ * condition wait returns it): the thread holds the mutex again, and its
+ * cancellation handlers run next. */
+#define COND_CANCELED ECANCELED
+
+/* A cancellation handler of the real condition wait, run once glibc took
+ * the mutex again: the acquire takes its place, and the runtime is left
+ * (the cancellation unwinds past the wrapper's own leave()), so that the
+ * program's handlers, which often unlock that mutex, are logged too. */
+static void cond_wait_canceled(void *m) {
+    quiet(0);
+    sync_record(WEFT_SYNC_COND_ACQUIRE, m, COND_CANCELED);
+    leave();
+}
+
+/* In a replay, pthread_cancel ended the wait at the acquire's marker (the
+ * unwinding passed it): the acquire takes its place, which the log gives
+ * the canceled result, then the mutex is taken again as glibc's own
+ * handler did in the recording. */
+static void cond_wait_unwound(void *m) {
+    sync_marker(WEFT_SYNC_COND_ACQUIRE, m, 0);
+    get_pthread_mutex_lock()(m);
+    leave();
+}
+
+/* In a replay, the acquire's marker stands for the real wait: a
+ * cancellation point where glibc lets pthread_cancel act at once
+ * (asynchronous cancellation, as around its futex waits), so that
+ * pthread_cancel sends SIGCANCEL as it did in the recording, and the
+ * SIGCANCEL the log delivers in the marker unwinds the thread. (The
+ * unwinder finds no frame information at the marker's syscall site and
+ * goes straight to the innermost cleanup, cond_wait_unwound's.) */
+static long cond_acquire_marker(pthread_mutex_t *m) {
+    long r;
+    int type;
+    pthread_cleanup_push(cond_wait_unwound, m);
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
+    r = sync_marker(WEFT_SYNC_COND_ACQUIRE, m, 0);
+    pthread_setcanceltype(type, NULL);
+    pthread_cleanup_pop(0);
+    return r;
+}
+
 /* A condition wait releases the mutex and acquires it again. Recording:
  * the release's place, the real (quiet) wait, the acquire's place with
  * its result. Replay: no wait at all. The log says when the wait returned
  * and how (a timeout or not): the thread releases the mutex, waits for
  * the acquire's place, and takes the mutex again, which is free by then
  * (POSIX allows a condition wait to return without a signal, so the
- * program cannot tell). */
+ * program cannot tell). A wait that pthread_cancel ended in the recording
+ * ends so again (cond_acquire_marker). */
 #define COND_WAIT(name, params, args)                                           \
     DECLARE_REAL(int, name, params)                                             \
     SCRUB32(name)                                                               \
@@ -852,13 +896,15 @@ RELEASE(int, pthread_cond_broadcast, WEFT_SYNC_COND_BROADCAST, c, P(pthread_cond
         if (mode == WEFT_MODE_RECORD) {                                         \
             sync_record(WEFT_SYNC_COND_RELEASE, m, 0);                          \
             quiet(1);                                                           \
+            pthread_cleanup_push(cond_wait_canceled, m);                        \
             r = get_##name() args;                                              \
+            pthread_cleanup_pop(0);                                             \
             quiet(0);                                                           \
             sync_record(WEFT_SYNC_COND_ACQUIRE, m, r);                          \
         } else {                                                                \
             sync_marker(WEFT_SYNC_COND_RELEASE, m, 0);                          \
             get_pthread_mutex_unlock()(m);                                      \
-            r = (int)sync_marker(WEFT_SYNC_COND_ACQUIRE, m, 0);                 \
+            r = (int)cond_acquire_marker(m);                                    \
             get_pthread_mutex_lock()(m);                                        \
         }                                                                       \
         leave();                                                                \

@@ -95,6 +95,11 @@ impl Session<'_> {
         // hashing until SIGALRM) kept the core from the thread the log
         // waits for.
         let handover = match &expected.kind {
+            // The thread was blocked in a syscall from here until a signal
+            // interrupted it: it goes there now, where a kill finds it as
+            // it found it in the recording (pthread_cancel signals only a
+            // thread waiting in a cancellation point).
+            _ if self.blocked_until_signal(i) => false,
             EventKind::Sync(s) if s.op == SyncOp::BarrierArrive => self.barrier_arrives_last(i, s.var),
             // What follows a start routine's return is libc's teardown,
             // which the recording ran at once: glibc's count of live
@@ -303,7 +308,12 @@ impl Session<'_> {
         match (&observed, &expected.kind) {
             (Observed::Syscall(e), EventKind::Spawn { child, .. }) => {
                 self.spawn(i, e, *child)?;
-                Ok(Step::Stay)
+                // A thread that blocked in a syscall at once, until a signal
+                // interrupted it, goes there now ([`Self::blocked_until_signal`]).
+                match self.state.by_rec.get(child).copied() {
+                    Some(j) if self.blocked_until_signal(j) => Ok(Step::Switch(Some(j))),
+                    _ => Ok(Step::Stay),
+                }
             }
             (Observed::Syscall(e), EventKind::Syscall(s)) => self.syscall(i, e, s),
             (Observed::Syscall(e), EventKind::Exec(x)) => self.exec(i, e, x),
@@ -567,6 +577,15 @@ impl Session<'_> {
             self.reap(p)?;
         }
         Ok(())
+    }
+
+    /// Whether thread `i`'s next logged event is a signal that interrupted
+    /// a syscall: in the recording the thread blocked in that syscall
+    /// right after its last event.
+    fn blocked_until_signal(&self, i: usize) -> bool {
+        let Some(list) = self.log.events_of(self.state.threads[i].rec) else { return false };
+        let next = list[list.partition_point(|&k| k < self.state.pos)..].first();
+        next.is_some_and(|&k| matches!(&self.trace.events[k].kind, EventKind::Signal(s) if s.interrupted.is_some()))
     }
 
     /// Whether the log's next delivery of `signo` to thread `rec` (within
