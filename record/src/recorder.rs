@@ -471,6 +471,10 @@ impl Recorder {
             }
             // A filter of the program's, which a replay runs.
             Class::Unsupported if filter.as_ref().is_some_and(seccomp::Filter::replayed) => {}
+            // A call that failed changed nothing: its result is all there
+            // is to replay (node's pkey_alloc, on a CPU without protection
+            // keys, fails with EINVAL).
+            Class::Unsupported if (-4095..0).contains(&result) => {}
             Class::Unsupported => {
                 s.unsupported = true;
                 let msg = format!(

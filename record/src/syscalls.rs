@@ -118,16 +118,19 @@ pub fn classify(nr: i64, args: &[u64; 6]) -> Class {
 /// Syscalls whose out-buffers may be describable but whose effects a
 /// replay cannot reproduce by writing memory back: shared or foreign memory (SysV shm, aio and io_uring rings,
 /// other processes' memory, userfaultfd), the process's own address space
-/// and CPU state (LDT, I/O privilege, memory policies and protection keys,
+/// and CPU state (LDT, I/O privilege, page migration and protection keys,
 /// shadow stacks, sealing), ptrace, seccomp and personality, and
 /// restart_syscall, which resumes a call the recorder logged elsewhere.
-/// They are logged with their result only and warned about.
+/// They are logged with their result only and warned about (unless they
+/// failed, which changed nothing). NUMA memory policies (mbind,
+/// set_mempolicy) are not among them: they only place pages, which a
+/// program cannot tell but through get_mempolicy, whose answer is logged.
 const NOT_REPLAYABLE: &[&str] = &[
     "shmat", "shmdt", "io_setup", "io_destroy",
     "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "process_vm_readv", "process_vm_writev",
     "process_madvise", "ptrace", "userfaultfd", "modify_ldt", "iopl", "ioperm",
-    "remap_file_pages", "mbind", "set_mempolicy", "set_mempolicy_home_node", "migrate_pages",
+    "remap_file_pages", "migrate_pages",
     "move_pages", "mlock2", "pkey_mprotect", "pkey_alloc", "pkey_free", "memfd_secret",
     "map_shadow_stack", "mseal", "seccomp", "personality", "vmsplice", "restart_syscall",
 ];
@@ -315,7 +318,7 @@ mod tests {
     fn out_buffers_come_from_the_table() {
         for nr in [c::SYS_uname, c::SYS_sysinfo, c::SYS_adjtimex, c::SYS_clock_adjtime, c::SYS_capget,
             c::SYS_sched_getparam, c::SYS_getxattr, c::SYS_flistxattr, c::SYS_waitid, c::SYS_timer_gettime,
-            c::SYS_rt_sigpending]
+            c::SYS_rt_sigpending, c::SYS_get_mempolicy, c::SYS_set_mempolicy, c::SYS_mbind]
         {
             assert_eq!(class(nr), Class::Input, "{}", name(nr));
         }

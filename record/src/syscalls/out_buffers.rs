@@ -220,6 +220,12 @@ fn call_rule(nr: i64) -> Option<CallRule> {
         },
         // sched_getattr(2): at most `size` bytes of struct sched_attr.
         c::SYS_sched_getattr => |a, _, _, out| out.add(a[1], a[2]),
+        // get_mempolicy(2): the mode (an int), and a node mask of
+        // `maxnode` bits in whole unsigned longs (ffmpeg asks).
+        c::SYS_get_mempolicy => |a, _, _, out| {
+            out.add(a[0], 4);
+            out.add(a[1], a[2].min(1 << 16).div_ceil(64) * 8);
+        },
         c::SYS_rt_sigtimedwait => |a, _, _, out| out.add(a[1], 128),
         // rt_sigpending(2): a set of `sigsetsize` bytes (8; the kernel
         // refuses more).

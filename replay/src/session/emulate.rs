@@ -385,8 +385,12 @@ impl Session<'_> {
                 self.finish_syscall(i, s.result)?;
                 let p = self.state.threads[i].proc;
                 self.state.procs[p].fds.update(s.nr, &s.args, s.result);
-                if let Some(failure) = self.write_out_buffers(i, e, s.result, &s.writes)? {
-                    return Ok(Step::Fail(failure));
+                // (Logged with its result only: by an older build, for a
+                // call that weft has learnt to describe since.)
+                if !s.unsupported {
+                    if let Some(failure) = self.write_out_buffers(i, e, s.result, &s.writes)? {
+                        return Ok(Step::Fail(failure));
+                    }
                 }
             }
             Class::Output => {
