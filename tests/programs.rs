@@ -170,6 +170,26 @@ fn a_signal_from_another_thread_interrupts_a_blocking_read_as_recorded() {
     }
 }
 
+/// A signal that interrupted pselect or ppoll, which let it through with
+/// their own mask while the program blocks it (as GNU make waits for
+/// SIGCHLD), is delivered under that mask in the replay, and the
+/// program's mask is as recorded afterwards. The replay used to unblock
+/// the signal for good, with a warning, and fail at the next wait. Both
+/// recorders.
+#[test]
+fn a_signal_in_a_wait_with_its_own_mask_replays() {
+    let prog = program("maskwait");
+    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
+        let name = format!("maskwait-{mode}");
+        let trace = trace_dir(&name);
+        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
+        assert!(String::from_utf8_lossy(&rec.stdout).contains("ppoll -1 errno 4 blocked 1"), "{}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded(&name, &rec, &rep);
+        assert!(!err(&rep).contains("warning"), "{}", err(&rep));
+    }
+}
+
 #[test]
 fn seed_000_figure_1_passing_form() {
     let (rec, _) = simple("fig1");

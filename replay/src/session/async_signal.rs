@@ -98,6 +98,13 @@ impl<'a> Session<'a> {
                     self.suspend(i, sig, sent)?;
                     return self.delivered(i, s, sig, true, false);
                 }
+                if let Some(mask) = self.wait_mask(i, &e) {
+                    self.suspend_as(i, &e, mask, sig, sent)?;
+                    if let Some(failure) = self.write_out_buffers(i, &e, x.result, &x.writes)? {
+                        return Ok(Some(Step::Fail(failure)));
+                    }
+                    return self.delivered(i, s, sig, true, false);
+                }
                 self.interrupt(i, e, Some(x.result))?;
                 if let Some(failure) = self.write_out_buffers(i, &e, x.result, &x.writes)? {
                     return Ok(Some(Step::Fail(failure)));
@@ -222,6 +229,41 @@ impl<'a> Session<'a> {
         }
         self.state.threads[i].regs = ptrace::getregs(tid)?;
         Ok(())
+    }
+
+    /// The address of the signal mask that call `e` of thread `i` waits
+    /// with, if it is a wait that takes one (pselect6, ppoll, epoll_pwait,
+    /// epoll_pwait2) and it does.
+    fn wait_mask(&self, i: usize, e: &Entry) -> Option<u64> {
+        let mask = match e.nr {
+            // pselect6's last argument points to {mask, size}.
+            libc::SYS_pselect6 if e.args[5] != 0 => self.mem(i).read_u64(e.args[5]).ok()?,
+            libc::SYS_ppoll => e.args[3],
+            libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => e.args[4],
+            _ => 0,
+        };
+        (mask != 0).then_some(mask)
+    }
+
+    /// A wait with a signal mask of its own that a signal interrupted, as
+    /// sigsuspend (whose mask the kernel sets and restores around the
+    /// delivery in the same way): thread `i`, at the entry of `e`, waits in
+    /// rt_sigsuspend with that mask instead, to the signal; then its
+    /// registers name the call and its arguments again. Skipping the call
+    /// left the signal blocked where the replay delivered it (make blocks
+    /// SIGCHLD but in pselect6), and unblocking it changed the program's
+    /// mask from there on.
+    fn suspend_as(&mut self, i: usize, e: &Entry, mask: u64, sig: i32, sent: bool) -> Result<()> {
+        let t = &mut self.state.threads[i];
+        t.regs.orig_rax = libc::SYS_rt_sigsuspend as u64;
+        t.regs.rdi = mask;
+        t.regs.rsi = 8;
+        ptrace::setregs(t.tid, t.regs)?;
+        self.suspend(i, sig, sent)?;
+        let t = &mut self.state.threads[i];
+        t.regs.orig_rax = e.nr as u64;
+        [t.regs.rdi, t.regs.rsi, t.regs.rdx, t.regs.r10, t.regs.r8, t.regs.r9] = e.args;
+        Ok(ptrace::setregs(t.tid, t.regs)?)
     }
 
     /// Sends `sig` to thread `i` (tgkill).
