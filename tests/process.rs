@@ -191,3 +191,22 @@ fn the_first_process_ends_the_recording() {
     assert!(start.elapsed() < std::time::Duration::from_secs(60), "the recording waited for the daemon");
     assert_eq!(running(&prog), Vec::<u32>::new(), "the daemon outlived weft");
 }
+
+/// Fork children share the pages of a file their parent mapped MAP_SHARED
+/// (a process-shared semaphore and a counter, as Python's multiprocessing
+/// keeps its semaphores): the replay shares them too, so the parent reads
+/// what the children wrote, and sem_getvalue, which makes no call, sees
+/// the values the log's order gives. The replay made them private memory
+/// before, and failed at the parent's output. Both recorders.
+#[test]
+fn fork_children_share_a_shared_file_mapping() {
+    let prog = program("shmfork");
+    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
+        let name = format!("shmfork-{mode}");
+        let trace = trace_dir(&name);
+        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "counter 2000 seen taken 2000 value 1\n", "{}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded(&name, &rec, &rep);
+    }
+}
