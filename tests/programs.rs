@@ -190,6 +190,26 @@ fn a_signal_in_a_wait_with_its_own_mask_replays() {
     }
 }
 
+/// A poll and a sleep that a signal without a handler interrupts (SIGCHLD
+/// reaches a traced program's threads) are resumed by the kernel through
+/// restart_syscall, which is logged as the call it resumes: the poll's
+/// revents are logged and written back. restart_syscall was an
+/// unsupported call before, with a warning, and the replay failed at the
+/// poll's output. Both recorders, no warning.
+#[test]
+fn calls_resumed_through_restart_syscall_replay() {
+    let prog = program("restartpoll");
+    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
+        let name = format!("restartpoll-{mode}");
+        let trace = trace_dir(&name);
+        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
+        assert!(String::from_utf8_lossy(&rec.stdout).contains("poll 1 revents 0x1"), "{}", err(&rec));
+        assert!(!err(&rec).contains("warning"), "{}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded(&name, &rec, &rep);
+    }
+}
+
 #[test]
 fn seed_000_figure_1_passing_form() {
     let (rec, _) = simple("fig1");

@@ -123,6 +123,10 @@ struct Recorder {
     /// What a syscall a signal interrupted wrote, by thread, until the
     /// signal's delivery stop logs it.
     interrupted: HashMap<Pid, Vec<MemWrite>>,
+    /// The syscall a signal interrupted with ERESTART_RESTARTBLOCK, by
+    /// thread: the kernel resumes it through restart_syscall, which is
+    /// logged as that call (its out-buffers are that call's).
+    restart_blocks: HashMap<Pid, i64>,
     /// The in-process runtime's buffers and the global order, when on.
     inprocess: Option<InProcess>,
     /// Without the runtime: asynchronous signals whose delivery stop came
@@ -201,6 +205,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         events: 0,
         end: None,
         interrupted: HashMap::new(),
+        restart_blocks: HashMap::new(),
         inprocess,
         after_kill: HashMap::new(),
         exiting: HashSet::new(),
@@ -304,7 +309,12 @@ impl Recorder {
 
     fn on_seccomp(&mut self, pid: Pid) -> Result<()> {
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
-        let nr = regs.orig_rax as i64;
+        let mut nr = regs.orig_rax as i64;
+        if nr == libc::SYS_restart_syscall {
+            // The call it resumes, with the same arguments (the kernel
+            // only rewound the pc and set rax).
+            nr = self.restart_blocks.remove(&pid).unwrap_or(nr);
+        }
         let args = tracee::syscall_args(&regs);
         let label = regs.rip;
         if nr == crate::runtime::NR_CTL {
@@ -395,6 +405,9 @@ impl Recorder {
         if syscalls::RESTART_CODES.contains(&result) {
             let writes = self.complete(pid, &entry, result)?.writes;
             self.interrupted.insert(pid, writes);
+            if result == syscalls::ERESTART_RESTARTBLOCK {
+                self.restart_blocks.insert(pid, entry.nr);
+            }
             return resume(pid, None);
         }
         let syscall = self.complete(pid, &entry, result)?;
@@ -621,7 +634,12 @@ impl Recorder {
         }
         let addr = if synchronous { addr } else { 0 };
         let writes = self.interrupted.remove(&pid).unwrap_or_default();
-        let mut interrupted = if synchronous { None } else { Interrupted::at(regs.orig_rax, regs.rax, writes) };
+        // A restart_syscall interrupted again is the call it resumes.
+        let call = match regs.orig_rax as i64 {
+            libc::SYS_restart_syscall => self.restart_blocks.get(&pid).map_or(regs.orig_rax, |&nr| nr as u64),
+            _ => regs.orig_rax,
+        };
+        let mut interrupted = if synchronous { None } else { Interrupted::at(call, regs.rax, writes) };
         let mut label = regs.rip;
         if let (Some(x), Some(ip)) = (interrupted.as_mut(), self.inprocess.as_ref()) {
             if x.nr == libc::SYS_futex && ip.quiet(pid.as_raw()) {

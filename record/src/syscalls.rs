@@ -21,7 +21,7 @@ mod out_buffers;
 pub mod table;
 
 pub use epoch_class::{call_class, CallClass};
-pub use out_buffers::{call_describable, out_buffers, type_size, RESTART_CODES};
+pub use out_buffers::{call_describable, out_buffers, type_size, ERESTART_RESTARTBLOCK, RESTART_CODES};
 
 use libc as c;
 use out_buffers::iovecs;

@@ -245,6 +245,11 @@ struct Thread {
     altstack: Option<AltStack>,
     /// The stack a sigaltstack call it is in sets, until the call returns.
     altstack_call: Option<Option<AltStack>>,
+    /// The syscall a signal interrupted with ERESTART_RESTARTBLOCK, which
+    /// the kernel resumes through restart_syscall after the handler (or
+    /// at once, for a signal without one): that call is what the thread's
+    /// restart_syscall is matched as (the recorder logs it so).
+    restart_block: Option<i64>,
     /// The int3 at its pc stopped it (a synchronization point's or the
     /// debugger's): resuming steps over the original instruction. A
     /// thread that single-stepped onto an int3 executes it instead.
@@ -288,6 +293,7 @@ impl Thread {
             last_ran: 0,
             altstack: None,
             altstack_call: None,
+            restart_block: None,
             taken: None,
             reported: None,
             next_point: None,

@@ -37,7 +37,12 @@ pub type CallRule = fn(&[u64; 6], u64, &mut ReadU64, &mut Ranges);
 /// The kernel's internal results of a syscall a signal interrupted, to be
 /// restarted or turned into EINTR on delivery (include/linux/errno.h):
 /// ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK.
-pub const RESTART_CODES: [i64; 4] = [-512, -513, -514, -516];
+pub const RESTART_CODES: [i64; 4] = [-512, -513, -514, ERESTART_RESTARTBLOCK];
+
+/// The code of a call a signal interrupted that the kernel resumes
+/// through restart_syscall (nanosleep, poll, a futex wait with a timeout:
+/// include/linux/errno.h).
+pub const ERESTART_RESTARTBLOCK: i64 = -516;
 
 /// Whether the out-buffers of syscall `nr` can be described: by a hand
 /// rule, or because every pointer it may write through has a fixed-size

@@ -200,6 +200,9 @@ impl<'a> Session<'a> {
             Some(code) => {
                 regs.rax = code as u64;
                 regs.orig_rax = e.nr as u64;
+                if code == weft_record::syscalls::ERESTART_RESTARTBLOCK {
+                    self.state.threads[i].restart_block = Some(e.nr);
+                }
             }
             None => {
                 regs = entry;

@@ -143,6 +143,7 @@ impl Session<'_> {
                             self.read_altstack(i, &regs)
                         }
                         _ => {
+                            let nr = self.restarted(i, nr);
                             let entry = Entry { nr, args: tracee::syscall_args(&regs), label: regs.rip };
                             self.state.threads[i].at = At::Entry(entry);
                             return Ok(Advance::Point);
@@ -347,6 +348,21 @@ impl Session<'_> {
         self.state.threads[i].regs = ptrace::getregs(self.state.threads[i].tid)?;
         self.state.threads[i].at = At::Fault(sig);
         Ok(Advance::Point)
+    }
+
+    /// The syscall thread `i` makes when it enters syscall `nr`: a
+    /// restart_syscall is the call it resumes ([`Thread::restart_block`]),
+    /// unless the log has the restart_syscall itself (recorded before
+    /// weft logged it so).
+    fn restarted(&mut self, i: usize, nr: i64) -> i64 {
+        if nr != libc::SYS_restart_syscall {
+            return nr;
+        }
+        let Some(call) = self.state.threads[i].restart_block.take() else { return nr };
+        let rec = self.state.threads[i].rec;
+        let logged = self.log.events_of(rec).and_then(|list| list[list.partition_point(|&k| k < self.state.pos)..].first().copied());
+        let logs_restart = logged.is_some_and(|k| matches!(&self.trace.events[k].kind, weft_record::EventKind::Syscall(s) if s.nr == nr));
+        if logs_restart { nr } else { call }
     }
 
     /// At the entry of a syscall thread `i` executes (`regs`): a
