@@ -210,6 +210,35 @@ fn calls_resumed_through_restart_syscall_replay() {
     }
 }
 
+/// A thread that creates a thread where the log has no spawn (a replay
+/// that took another way there: glibc's malloc reused an arena where the
+/// recording made one) is an unmatched event the search can work on, not
+/// an internal error ("did not complete its syscall"). The trace is
+/// lockwait's with its one spawn, and that thread's events, taken out.
+#[test]
+fn a_spawn_the_log_does_not_have_is_an_unmatched_event() {
+    let recorded = trace_dir("nospawn-rec");
+    let rec = record(&recorded, &[program("lockwait").to_str().unwrap()], Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+    let trace = weft_record::Trace::open(&recorded).unwrap();
+    let mut events = trace.events.clone();
+    let spawn = events.iter().position(|e| matches!(e.kind, weft_record::EventKind::Spawn { .. })).expect("a spawn");
+    let weft_record::EventKind::Spawn { child, .. } = events.remove(spawn).kind else { unreachable!() };
+    events.retain(|e| e.tid != child);
+    let edited = trace_dir("nospawn");
+    let mut w = weft_record::trace::TraceWriter::create(&edited).unwrap();
+    w.write_meta(&trace.meta).unwrap();
+    for e in events {
+        w.write_event(e).unwrap();
+    }
+    w.finish().unwrap();
+    let copied = std::process::Command::new("cp").arg("-a").arg(recorded.join("files/.")).arg(edited.join("files")).status().unwrap();
+    assert!(copied.success());
+    let rep = replay(&edited, &["--no-explore"]);
+    assert!(err(&rep).contains("created a task, where the log has no spawn"), "{}", err(&rep));
+    assert!(!err(&rep).contains("weft: error"), "{}", err(&rep));
+}
+
 #[test]
 fn seed_000_figure_1_passing_form() {
     let (rec, _) = simple("fig1");

@@ -890,17 +890,33 @@ impl Session<'_> {
     pub(super) fn spawn_due(&self, i: usize, e: &Entry) -> bool {
         let Some(events) = self.log.events_of(self.state.threads[i].rec) else { return false };
         let from = events.partition_point(|&k| k < self.state.pos);
-        let next = events[from..].iter().map(|&k| &self.trace.events[k]).find(|ev| !matches!(&ev.kind, EventKind::Signal(s) if !s.synchronous));
+        let next = events[from..]
+            .iter()
+            .map(|&k| &self.trace.events[k])
+            .find(|ev| !matches!(&ev.kind, EventKind::Signal(s) if !s.synchronous) && !self.log.is_soft(ev));
         next.is_some_and(|ev| ev.label == e.label && matches!(ev.kind, EventKind::Spawn { .. }))
     }
 
     /// A spawning call with no spawn logged: it failed when recorded, and
     /// runs (and fails the same way: its arguments are the program's) in
-    /// the replay too. One that succeeds here diverges.
+    /// the replay too. One that succeeds here diverges (the replay took
+    /// another way to it: glibc's malloc picked another arena, say), a
+    /// failure the search can try other schedules for.
     pub(super) fn failed_spawn(&mut self, i: usize, e: Entry) -> Result<Step> {
-        let result = self.execute(i)?.rax as i64;
+        let tid = self.state.threads[i].tid;
+        ptrace::syscall(tid, None)?;
+        let result = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
+            WaitStatus::PtraceSyscall(_) => {
+                let regs = ptrace::getregs(tid)?;
+                self.state.threads[i].regs = regs;
+                self.state.threads[i].at = At::Ready;
+                regs.rax as i64
+            }
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => 0,
+            other => bail!("thread {tid} did not complete its {}: {other:?}", syscalls::name(e.nr)),
+        };
         if result >= 0 {
-            let observed = format!("{} created a task (the recorded call failed)", syscalls::name(e.nr));
+            let observed = format!("{} created a task, where the log has no spawn", syscalls::name(e.nr));
             let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
             let expected = next.map_or("no event".into(), |ev| ev.to_string());
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label: e.label, expected, observed }));
