@@ -351,7 +351,7 @@ impl Session<'_> {
     }
 
     /// The syscall thread `i` makes when it enters syscall `nr`: a
-    /// restart_syscall is the call it resumes ([`Thread::restart_block`]),
+    /// restart_syscall is the call it resumes (the thread's `restart_block`),
     /// unless the log has the restart_syscall itself (recorded before
     /// weft logged it so).
     fn restarted(&mut self, i: usize, nr: i64) -> i64 {
