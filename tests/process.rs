@@ -200,13 +200,5 @@ fn the_first_process_ends_the_recording() {
 /// before, and failed at the parent's output. Both recorders.
 #[test]
 fn fork_children_share_a_shared_file_mapping() {
-    let prog = program("shmfork");
-    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
-        let name = format!("shmfork-{mode}");
-        let trace = trace_dir(&name);
-        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-        assert_eq!(String::from_utf8_lossy(&rec.stdout), "counter 2000 seen taken 2000 value 1\n", "{}", err(&rec));
-        let rep = replay(&trace, &["--no-explore"]);
-        assert_replays_as_recorded(&name, &rec, &rep);
-    }
+    record_and_replay_both_ways("shmfork", 1, |out, _| out == "counter 2000 seen taken 2000 value 1\n");
 }

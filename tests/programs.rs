@@ -127,21 +127,12 @@ fn a_thread_exit_logged_after_the_exit_group_is_ended_by_it() {
     let recorded = trace_dir("exit-after-group-rec");
     let rec = record(&recorded, &[program("mainexit").to_str().unwrap()], Stdio::null());
     assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-    let trace = weft_record::Trace::open(&recorded).unwrap();
-    let mut events = trace.events.clone();
+    let mut events = weft_record::Trace::open(&recorded).unwrap().events;
     let group = events.iter().rposition(|e| is(e, libc::SYS_exit_group)).expect("an exit_group");
     let exit = events[..group].iter().rposition(|e| is(e, libc::SYS_exit)).expect("a thread exit");
     let moved = events.remove(exit);
     events.insert(group, moved);
-    let edited = trace_dir("exit-after-group");
-    let mut w = weft_record::trace::TraceWriter::create(&edited).unwrap();
-    w.write_meta(&trace.meta).unwrap();
-    for e in events {
-        w.write_event(e).unwrap();
-    }
-    w.finish().unwrap();
-    let copied = std::process::Command::new("cp").arg("-a").arg(recorded.join("files/.")).arg(edited.join("files")).status().unwrap();
-    assert!(copied.success());
+    let edited = edited_trace(&recorded, "exit-after-group", events);
     for flags in [&["--no-explore"][..], &["--digest"]] {
         let rep = replay(&edited, flags);
         assert_eq!(rep.status.code(), Some(0), "{flags:?}: {}", err(&rep));
@@ -157,17 +148,7 @@ fn a_thread_exit_logged_after_the_exit_group_is_ended_by_it() {
 /// the receiver's next event (with it). Both recorders, 3 recordings each.
 #[test]
 fn a_signal_from_another_thread_interrupts_a_blocking_read_as_recorded() {
-    let prog = program("killread");
-    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
-        for run in 0..3 {
-            let name = format!("killread-{mode}-{run}");
-            let trace = trace_dir(&name);
-            let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-            assert!(String::from_utf8_lossy(&rec.stdout).contains("SA_RESTART: eintr=0 got=1"), "{}", err(&rec));
-            let rep = replay(&trace, &["--no-explore"]);
-            assert_replays_as_recorded(&name, &rec, &rep);
-        }
-    }
+    record_and_replay_both_ways("killread", 3, |out, _| out.contains("SA_RESTART: eintr=0 got=1"));
 }
 
 /// A signal that interrupted pselect or ppoll, which let it through with
@@ -178,14 +159,7 @@ fn a_signal_from_another_thread_interrupts_a_blocking_read_as_recorded() {
 /// recorders.
 #[test]
 fn a_signal_in_a_wait_with_its_own_mask_replays() {
-    let prog = program("maskwait");
-    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
-        let name = format!("maskwait-{mode}");
-        let trace = trace_dir(&name);
-        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-        assert!(String::from_utf8_lossy(&rec.stdout).contains("ppoll -1 errno 4 blocked 1"), "{}", err(&rec));
-        let rep = replay(&trace, &["--no-explore"]);
-        assert_replays_as_recorded(&name, &rec, &rep);
+    for rep in record_and_replay_both_ways("maskwait", 1, |out, _| out.contains("ppoll -1 errno 4 blocked 1")) {
         assert!(!err(&rep).contains("warning"), "{}", err(&rep));
     }
 }
@@ -198,16 +172,7 @@ fn a_signal_in_a_wait_with_its_own_mask_replays() {
 /// poll's output. Both recorders, no warning.
 #[test]
 fn calls_resumed_through_restart_syscall_replay() {
-    let prog = program("restartpoll");
-    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
-        let name = format!("restartpoll-{mode}");
-        let trace = trace_dir(&name);
-        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-        assert!(String::from_utf8_lossy(&rec.stdout).contains("poll 1 revents 0x1"), "{}", err(&rec));
-        assert!(!err(&rec).contains("warning"), "{}", err(&rec));
-        let rep = replay(&trace, &["--no-explore"]);
-        assert_replays_as_recorded(&name, &rec, &rep);
-    }
+    record_and_replay_both_ways("restartpoll", 1, |out, err| out.contains("poll 1 revents 0x1") && !err.contains("warning"));
 }
 
 /// A thread that creates a thread where the log has no spawn (a replay
@@ -220,20 +185,11 @@ fn a_spawn_the_log_does_not_have_is_an_unmatched_event() {
     let recorded = trace_dir("nospawn-rec");
     let rec = record(&recorded, &[program("lockwait").to_str().unwrap()], Stdio::null());
     assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-    let trace = weft_record::Trace::open(&recorded).unwrap();
-    let mut events = trace.events.clone();
+    let mut events = weft_record::Trace::open(&recorded).unwrap().events;
     let spawn = events.iter().position(|e| matches!(e.kind, weft_record::EventKind::Spawn { .. })).expect("a spawn");
     let weft_record::EventKind::Spawn { child, .. } = events.remove(spawn).kind else { unreachable!() };
     events.retain(|e| e.tid != child);
-    let edited = trace_dir("nospawn");
-    let mut w = weft_record::trace::TraceWriter::create(&edited).unwrap();
-    w.write_meta(&trace.meta).unwrap();
-    for e in events {
-        w.write_event(e).unwrap();
-    }
-    w.finish().unwrap();
-    let copied = std::process::Command::new("cp").arg("-a").arg(recorded.join("files/.")).arg(edited.join("files")).status().unwrap();
-    assert!(copied.success());
+    let edited = edited_trace(&recorded, "nospawn", events);
     let rep = replay(&edited, &["--no-explore"]);
     assert!(err(&rep).contains("created a task, where the log has no spawn"), "{}", err(&rep));
     assert!(!err(&rep).contains("weft: error"), "{}", err(&rep));

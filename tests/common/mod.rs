@@ -113,6 +113,46 @@ pub fn record_and_replay(name: &str, argv: &[&str], stdin: Stdio) -> (Output, Ou
     (rec, rep)
 }
 
+/// Records C program `name` (tests/c) `runs` times with each recorder,
+/// the in-process runtime and `--no-inprocess`, asserts `check` on each
+/// recording (its stdout and stderr), and replays each in log order
+/// (`--no-explore`), valid and printing what the recording printed.
+/// Returns the replays' outputs.
+pub fn record_and_replay_both_ways(name: &str, runs: usize, check: impl Fn(&str, &str) -> bool) -> Vec<Output> {
+    let prog = program(name);
+    let mut replays = Vec::new();
+    for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
+        for run in 0..runs {
+            let trace_name = format!("{name}-{mode}-{run}");
+            let trace = trace_dir(&trace_name);
+            let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
+            let out = String::from_utf8_lossy(&rec.stdout);
+            assert!(check(&out, &err(&rec)), "{trace_name}: {out}{}", err(&rec));
+            let rep = replay(&trace, &["--no-explore"]);
+            assert_replays_as_recorded(&trace_name, &rec, &rep);
+            replays.push(rep);
+        }
+    }
+    replays
+}
+
+/// A copy of the trace at `recorded`, named `name`, whose events are
+/// `events` (a test's edit of the recorded ones); its files are copied as
+/// they are.
+pub fn edited_trace(recorded: &Path, name: &str, events: Vec<weft_record::Event>) -> PathBuf {
+    let trace = weft_record::Trace::open(recorded).unwrap();
+    let edited = trace_dir(name);
+    let mut w = weft_record::trace::TraceWriter::create(&edited).unwrap();
+    w.write_meta(&trace.meta).unwrap();
+    for e in events {
+        w.write_event(e).unwrap();
+    }
+    w.finish().unwrap();
+    let copied = Command::new("cp").arg("-a").arg(recorded.join("files/.")).arg(edited.join("files")).status().unwrap();
+    assert!(copied.success());
+    edited
+}
+
 /// Asserts that replay `rep` of recording `rec` was valid and printed the
 /// recorded stdout.
 pub fn assert_replays_as_recorded(name: &str, rec: &Output, rep: &Output) {
