@@ -359,9 +359,8 @@ impl Session<'_> {
             return nr;
         }
         let Some(call) = self.state.threads[i].restart_block.take() else { return nr };
-        let rec = self.state.threads[i].rec;
-        let logged = self.log.events_of(rec).and_then(|list| list[list.partition_point(|&k| k < self.state.pos)..].first().copied());
-        let logs_restart = logged.is_some_and(|k| matches!(&self.trace.events[k].kind, weft_record::EventKind::Syscall(s) if s.nr == nr));
+        let logged = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+        let logs_restart = logged.is_some_and(|e| matches!(&e.kind, weft_record::EventKind::Syscall(s) if s.nr == nr));
         if logs_restart { nr } else { call }
     }
 

@@ -128,10 +128,9 @@ impl Session<'_> {
     /// thread serial in 2 recordings of 6 of 2,000 three-thread rounds.)
     fn barrier_arrives_last(&self, i: usize, var: u64) -> bool {
         let me = self.state.threads[i].rec;
-        let Some(list) = self.log.events_of(me) else { return false };
         let on_var = |e: usize, op: SyncOp| matches!(&self.trace.events[e].kind, EventKind::Sync(s) if s.op == op && s.var == var);
         let from = self.state.pos;
-        let Some(&leave) = list[list.partition_point(|&e| e < from)..].iter().find(|&&e| on_var(e, SyncOp::BarrierLeave)) else {
+        let Some(&leave) = self.events_ahead(me).iter().find(|&&e| on_var(e, SyncOp::BarrierLeave)) else {
             return false;
         };
         // Any other arrival before its leave: one of the next round
@@ -594,9 +593,8 @@ impl Session<'_> {
     /// a syscall: in the recording the thread blocked in that syscall
     /// right after its last event.
     fn blocked_until_signal(&self, i: usize) -> bool {
-        let Some(list) = self.log.events_of(self.state.threads[i].rec) else { return false };
-        let next = list[list.partition_point(|&k| k < self.state.pos)..].first();
-        next.is_some_and(|&k| matches!(&self.trace.events[k].kind, EventKind::Signal(s) if s.interrupted.is_some()))
+        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+        next.is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if s.interrupted.is_some()))
     }
 
     /// Whether the log's next delivery of `signo` to thread `rec` (within
@@ -606,9 +604,7 @@ impl Session<'_> {
     /// search for its state the whole livelock timeout in a thread that
     /// loops.
     fn delivered_in_syscall(&self, rec: Tid, signo: i32) -> bool {
-        let Some(list) = self.log.events_of(rec) else { return false };
-        let from = list.partition_point(|&k| k < self.state.pos);
-        list[from..].iter().take(SIGNAL_LOOKAHEAD).find_map(|&k| match &self.trace.events[k].kind {
+        self.events_ahead(rec).iter().take(SIGNAL_LOOKAHEAD).find_map(|&k| match &self.trace.events[k].kind {
             EventKind::Signal(s) if s.signo == signo => Some(s.interrupted.is_some()),
             _ => None,
         }) == Some(true)
@@ -888,9 +884,8 @@ impl Session<'_> {
     /// recorded (bad flags, a resource limit) made no PTRACE_EVENT, so no
     /// event: it has none.
     pub(super) fn spawn_due(&self, i: usize, e: &Entry) -> bool {
-        let Some(events) = self.log.events_of(self.state.threads[i].rec) else { return false };
-        let from = events.partition_point(|&k| k < self.state.pos);
-        let next = events[from..]
+        let next = self
+            .events_ahead(self.state.threads[i].rec)
             .iter()
             .map(|&k| &self.trace.events[k])
             .find(|ev| !matches!(&ev.kind, EventKind::Signal(s) if !s.synchronous) && !self.log.is_soft(ev));

@@ -513,9 +513,14 @@ impl Session<'_> {
 
     /// Index of thread `rec`'s next event at or after the current one.
     pub(super) fn next_event_of(&self, rec: Tid) -> usize {
-        let Some(list) = self.log.events_of(rec) else { return usize::MAX };
-        let k = list.partition_point(|&e| e < self.state.pos);
-        list.get(k).copied().unwrap_or(usize::MAX)
+        self.events_ahead(rec).first().copied().unwrap_or(usize::MAX)
+    }
+
+    /// The indices of thread `rec`'s logged events from the log's current
+    /// position on, in order.
+    pub(super) fn events_ahead(&self, rec: Tid) -> &[usize] {
+        let list = self.log.events_of(rec).unwrap_or_default();
+        &list[list.partition_point(|&e| e < self.state.pos)..]
     }
 
     /// Whether thread `j` can run: not gone, and not blocked unless a
