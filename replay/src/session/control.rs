@@ -556,6 +556,14 @@ impl Session<'_> {
     /// never run (its entry may be PTRACE_SYSEMU's, which would skip it):
     /// an internal error. Errors: ptrace, another stop.
     pub(super) fn execute(&mut self, i: usize) -> Result<Regs> {
+        let tid = self.state.threads[i].tid;
+        self.execute_unless_spawned(i)?.ok_or_else(|| anyhow!("thread {tid} did not complete its syscall: it created a task"))
+    }
+
+    /// [`Self::execute`], for a call that may create a task: `None` when
+    /// it did (its PTRACE_EVENT_CLONE, FORK or VFORK stop came first, and
+    /// the thread is left there).
+    pub(super) fn execute_unless_spawned(&mut self, i: usize) -> Result<Option<Regs>> {
         let regs = &self.state.threads[i].regs;
         if regs.rip == runtime::BUFFERED_LABEL && regs.orig_rax != u64::MAX {
             bail!("internal error: running syscall {} made at the runtime's BUFFERED site, which the log answers", regs.orig_rax as i64);
@@ -564,12 +572,13 @@ impl Session<'_> {
         ptrace::syscall(tid, None)?;
         match waitpid(tid, Some(WaitPidFlag::__WALL))? {
             WaitStatus::PtraceSyscall(_) => {}
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => return Ok(None),
             other => bail!("thread {tid} did not complete its syscall: {other:?}"),
         }
         let regs = ptrace::getregs(tid)?;
         self.state.threads[i].regs = regs;
         self.state.threads[i].at = At::Ready;
-        Ok(regs)
+        Ok(Some(regs))
     }
 
     /// Runs the syscall thread `i` is entering (`e`) with argument

@@ -898,19 +898,8 @@ impl Session<'_> {
     /// another way to it: glibc's malloc picked another arena, say), a
     /// failure the search can try other schedules for.
     pub(super) fn failed_spawn(&mut self, i: usize, e: Entry) -> Result<Step> {
-        let tid = self.state.threads[i].tid;
-        ptrace::syscall(tid, None)?;
-        let result = match waitpid(tid, Some(WaitPidFlag::__WALL))? {
-            WaitStatus::PtraceSyscall(_) => {
-                let regs = ptrace::getregs(tid)?;
-                self.state.threads[i].regs = regs;
-                self.state.threads[i].at = At::Ready;
-                regs.rax as i64
-            }
-            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => 0,
-            other => bail!("thread {tid} did not complete its {}: {other:?}", syscalls::name(e.nr)),
-        };
-        if result >= 0 {
+        let created = self.execute_unless_spawned(i)?.is_none_or(|regs| regs.rax as i64 >= 0);
+        if created {
             let observed = format!("{} created a task, where the log has no spawn", syscalls::name(e.nr));
             let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
             let expected = next.map_or("no event".into(), |ev| ev.to_string());
