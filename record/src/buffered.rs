@@ -2,18 +2,19 @@
 //! follows it, record/runtime/weft_runtime.h): a buffered syscall with its
 //! path and the memory it wrote, or a synchronization operation.
 //!
-//! The recorder checks a record's layout and its place in the order, and
-//! writes its bytes into the trace as they are; the trace reader decodes
-//! them into the [`Event`] a replay consumes. Decoding at record time
-//! (an event, its path and out-buffers allocated, then encoded again) cost
-//! the recorder more than the rest of a buffered event's way into the
-//! trace, on the cores the program runs on.
+//! The recorder checks a record's layout and its place in the order
+//! ([`take_place`]), and writes its bytes into the trace as they are; the
+//! trace reader decodes them into the [`Event`] a replay consumes
+//! ([`BufferedRecord`]). Decoding at record time (an event, its path and
+//! out-buffers allocated, then encoded again) cost the recorder more than
+//! the rest of a buffered event's way into the trace, on the cores the
+//! program runs on.
 
 use crate::event::{Contents, Event, EventKind, MemWrite, Sync, SyncOp, Syscall};
 use crate::runtime::{self, RECORD_HEADER};
 use crate::syscalls;
 use crate::Tid;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// Where a record's place in the global order lies (bytes).
 const SEQ: std::ops::Range<usize> = 8..16;
@@ -23,7 +24,7 @@ const SEQ: std::ops::Range<usize> = 8..16;
 const MAX_CHUNKS: usize = 8;
 
 /// A record of thread `tid`, as the runtime wrote it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct BufferedRecord {
     /// The recorded tid of the thread whose slot held it.
     pub tid: Tid,
@@ -41,8 +42,16 @@ struct Header<'a> {
     args: [u64; 6],
     result: i64,
     path: Option<&'a [u8]>,
-    /// The chunks: the address each was copied from, and its bytes.
-    chunks: Vec<(u64, &'a [u8])>,
+    /// The chunks: the address each was copied from, and its bytes (the
+    /// first `nchunks`; an array, as the recorder checks every record).
+    chunks: [(u64, &'a [u8]); MAX_CHUNKS],
+    nchunks: usize,
+}
+
+impl<'a> Header<'a> {
+    fn chunks(&self) -> &[(u64, &'a [u8])] {
+        &self.chunks[..self.nchunks]
+    }
 }
 
 /// Reads the header at the start of `bytes` and walks its parts. Returns
@@ -63,7 +72,7 @@ fn header(bytes: &[u8]) -> Option<(Header<'_>, usize)> {
     for (i, a) in args.iter_mut().enumerate() {
         *a = u64_at(24 + 8 * i)?;
     }
-    let mut h = Header { kind, seq: u64_at(SEQ.start)?, nr: u64_at(16)? as i64, args, result: u64_at(72)? as i64, path: None, chunks: Vec::new() };
+    let mut h = Header { kind, seq: u64_at(SEQ.start)?, nr: u64_at(16)? as i64, args, result: u64_at(72)? as i64, path: None, chunks: [(0, &[]); MAX_CHUNKS], nchunks: 0 };
     match kind {
         runtime::REC_SYNC => {
             SyncOp::from_code(h.nr)?;
@@ -82,11 +91,12 @@ fn header(bytes: &[u8]) -> Option<(Header<'_>, usize)> {
                 h.path = Some(record.get(at..at.checked_add(len)?)?);
                 at += len.next_multiple_of(8);
             }
-            for _ in 0..nchunks {
+            for k in 0..nchunks {
                 let (addr, len) = (u64_at(at)?, usize::try_from(u64_at(at + 8)?).ok()?);
-                h.chunks.push((addr, record.get(at + 16..(at + 16).checked_add(len)?)?));
+                h.chunks[k] = (addr, record.get(at + 16..(at + 16).checked_add(len)?)?);
                 at += 16 + len.next_multiple_of(8);
             }
+            h.nchunks = nchunks;
         }
         _ => return None,
     }
@@ -102,26 +112,24 @@ fn check(bytes: &[u8]) -> Option<(u64, usize)> {
     let (h, size) = header(bytes)?;
     if h.kind == runtime::REC_SYSCALL {
         for (addr, len) in syscalls::out_buffers(h.nr, &h.args, h.result, &mut |_| None) {
-            within(&h.chunks, addr, len)?;
+            within(h.chunks(), addr, len)?;
         }
     }
     Some((h.seq, size))
 }
 
-impl BufferedRecord {
-    /// Checks the record of thread `tid` at the start of `bytes`
-    /// ([`check`]) and keeps a copy: its place in the global order, its
-    /// size in bytes, and the record, whose place is zeroed (the trace's
-    /// order is its stream's, and a number that differs in every record
-    /// compressed poorly: a third more bytes per event on the
-    /// syscall-heavy benchmark). `None` when it is malformed.
-    pub fn keep(bytes: &[u8], tid: Tid) -> Option<(u64, usize, Self)> {
-        let (seq, size) = check(bytes)?;
-        let mut bytes = bytes[..size].to_vec();
-        bytes[SEQ].fill(0);
-        Some((seq, size, BufferedRecord { tid, bytes }))
-    }
+/// Checks the record at the start of `bytes` ([`check`]) and zeroes its
+/// place in the global order there: the trace's order is its stream's,
+/// and a number that differs in every record compressed poorly (a third
+/// more bytes per event on the syscall-heavy benchmark). Returns that
+/// place and the record's size in bytes; `None` when it is malformed.
+pub fn take_place(bytes: &mut [u8]) -> Option<(u64, usize)> {
+    let (seq, size) = check(bytes)?;
+    bytes[SEQ].fill(0);
+    Some((seq, size))
+}
 
+impl BufferedRecord {
     /// The event the record logs, labelled [`runtime::BUFFERED_LABEL`]:
     /// a `Sync`, or a `Syscall` whose writes are cut from the chunks in
     /// [`syscalls::out_buffers`] order (the order a replay writes them
@@ -134,7 +142,7 @@ impl BufferedRecord {
             _ => {
                 let mut s = Syscall::bare(h.nr, h.args, h.result);
                 s.path = h.path.map(<[u8]>::to_vec);
-                s.writes = writes(&s, &h.chunks)?;
+                s.writes = writes(&s, h.chunks())?;
                 EventKind::Syscall(s)
             }
         };

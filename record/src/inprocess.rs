@@ -8,10 +8,17 @@
 //! shared header. Buffered records reach the recorder later than their
 //! number (when it drains the slots), so [`Order`] holds events until every
 //! smaller number is in, and writes them in that order.
+//!
+//! A drain copies a slot's records out at once, into one [`Chunk`] the
+//! records then point into ([`Pending::Record`]) until they are written;
+//! its buffer is then reused ([`InProcess::recycle`]). A copy per record,
+//! allocated on the recorder's thread and freed on the trace writer's,
+//! cost the recorder a third of its time on the syscall-heavy benchmark
+//! (the allocator's fresh pages, zeroed by the kernel).
 
-use crate::buffered::BufferedRecord;
+use crate::buffered;
 use crate::event::{self, Event, EventKind};
-use crate::trace::Logged;
+use crate::trace::{BufferedRef, LoggedRef};
 use crate::tracee::{self, Memory, Regs};
 use crate::runtime::{self, HEADER_SIZE, RECORD_HEADER, SHARED_SIZE, SLOTS, SLOT_DATA, SLOT_SIZE};
 use crate::syscalls;
@@ -23,6 +30,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -51,7 +59,7 @@ pub struct InProcess {
     /// The address ranges of the runtime library's code, by process.
     code: HashMap<Pid, Vec<std::ops::Range<u64>>>,
     /// The records of the last flushed slot until they are parsed
-    /// ([`InProcess::flushed`]); the buffer is kept for the next flush.
+    /// ([`InProcess::flushed`]).
     flush_copy: Vec<u8>,
 }
 
@@ -106,24 +114,38 @@ impl InProcess {
     /// Adds event `event` at place `seq` ([`InProcess::reserve`]), and
     /// drains the buffered records that may precede it.
     pub fn log_at(&mut self, seq: u64, event: Event) {
-        self.order.push(seq, Logged::Event(event));
+        self.order.push(seq, Pending::Event(event));
         self.buffers.drain(&mut self.order);
     }
 
     /// The events whose turn has come ([`Order::ready`]); with `all`, the
-    /// buffers are drained first and every event comes out.
-    pub fn ready(&mut self, all: bool) -> Vec<Logged> {
+    /// buffers are drained first and every event comes out. Once written,
+    /// they go back through [`InProcess::recycle`].
+    pub fn ready(&mut self, all: bool) -> Vec<Pending> {
         if all {
             self.buffers.drain(&mut self.order);
         }
         self.order.ready(all)
     }
 
+    /// Takes back entries [`InProcess::ready`] gave out, once written: the
+    /// buffers of the chunks they were the last records of are kept for
+    /// later copies (a fresh buffer per copy cost page faults).
+    pub fn recycle(&mut self, entries: Vec<Pending>) {
+        for entry in entries {
+            if let Pending::Record { chunk, .. } = entry {
+                if let Ok(chunk) = Rc::try_unwrap(chunk) {
+                    self.buffers.give_back(chunk.bytes);
+                }
+            }
+        }
+    }
+
     /// Thread `tid` is gone: its records are drained, its slot freed.
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
         for (seq, signal) in self.order.deferred.remove(&tid).unwrap_or_default() {
-            self.order.push(seq, Logged::Event(signal));
+            self.order.push(seq, Pending::Event(signal));
         }
     }
 
@@ -186,10 +208,17 @@ impl InProcess {
     }
 
     /// Parses the records of the slot thread `tid` flushed
-    /// ([`InProcess::request`]), if it did.
+    /// ([`InProcess::request`]), if it did, and drains the other slots: a
+    /// thread that makes no call through ptrace (one blocked in a futex
+    /// wait from before another's flushes, holding a record or two in its
+    /// slot) would otherwise hold back every later record, in memory,
+    /// until the end (the syscall-heavy benchmark's main thread held
+    /// 365,000 of its 825,000 events).
     pub fn flushed(&mut self, tid: crate::Tid) {
-        parse_records(&self.flush_copy, tid, &mut self.order);
-        self.flush_copy.clear();
+        if !self.flush_copy.is_empty() {
+            parse_records(std::mem::take(&mut self.flush_copy), tid, &mut self.order);
+            self.buffers.drain(&mut self.order);
+        }
     }
 
     /// Process `tgid` exec'd: its new image has a runtime of its own,
@@ -234,7 +263,7 @@ impl InProcess {
             }
             runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
             runtime::CTL_FLUSH => {
-                self.buffers.flush(args[1] as usize, pid.as_raw(), &mut self.flush_copy)?;
+                self.flush_copy = self.buffers.flush(args[1] as usize, pid.as_raw())?;
                 0
             }
             _ => -libc::EINVAL as i64,
@@ -302,6 +331,8 @@ pub struct Buffers {
     base: *mut u8,
     /// The recorded tid owning each slot.
     owners: Vec<Option<Tid>>,
+    /// Emptied buffers of written chunks, for the next copies.
+    spare: Vec<Vec<u8>>,
 }
 
 impl Buffers {
@@ -327,7 +358,7 @@ impl Buffers {
             return Err(std::io::Error::last_os_error()).context("map the in-process buffers");
         }
         let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
-        Ok(Buffers { _fd: fd, path, base: base.cast(), owners: vec![None; SLOTS] })
+        Ok(Buffers { _fd: fd, path, base: base.cast(), owners: vec![None; SLOTS], spare: Vec::new() })
     }
 
     /// The path the runtime opens (NUL-terminated in the hello reply).
@@ -390,20 +421,36 @@ impl Buffers {
     }
 
     /// Empties slot `k` of its thread, which is stopped at a FLUSH request,
-    /// so that it writes from the start again; copies the records it held
-    /// into `copy` (reused: a fresh 256 KiB buffer per flush cost page
-    /// faults), to be parsed ([`parse_records`]) once the thread runs
-    /// again.
-    pub fn flush(&mut self, k: usize, tid: Tid, copy: &mut Vec<u8>) -> Result<()> {
+    /// so that it writes from the start again; returns a copy of the
+    /// records it held, to be parsed ([`parse_records`]) once the thread
+    /// runs again.
+    pub fn flush(&mut self, k: usize, tid: Tid) -> Result<Vec<u8>> {
         if k >= SLOTS || self.owners[k] != Some(tid) {
             bail!("thread {tid} flushed slot {k}, which is not its own");
         }
-        let (records, _) = self.committed(k);
-        copy.clear();
-        copy.extend_from_slice(records);
+        let copy = self.copy_out(k).0;
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        Ok(())
+        Ok(copy)
+    }
+
+    /// Slot `k`'s records not yet drained, copied into a spare buffer, and
+    /// where they end.
+    fn copy_out(&mut self, k: usize) -> (Vec<u8>, usize) {
+        let mut copy = self.spare.pop().unwrap_or_default();
+        let (records, head) = self.committed(k);
+        copy.extend_from_slice(records);
+        (copy, head)
+    }
+
+    /// Keeps `buffer`, emptied, for a later copy: as many as the slots a
+    /// drain may copy at once would need is plenty.
+    fn give_back(&mut self, mut buffer: Vec<u8>) {
+        const SPARE_MAX: usize = 16;
+        if self.spare.len() < SPARE_MAX {
+            buffer.clear();
+            self.spare.push(buffer);
+        }
     }
 
     /// The address of thread `tid`'s phase ([`runtime::SLOT_PHASE_AT`]),
@@ -434,8 +481,11 @@ impl Buffers {
 
     fn drain_slot(&mut self, k: usize, order: &mut Order) {
         let Some(tid) = self.owners[k] else { return };
-        let (records, head) = self.committed(k);
-        parse_records(records, tid, order);
+        if self.committed(k).0.is_empty() {
+            return;
+        }
+        let (copy, head) = self.copy_out(k);
+        parse_records(copy, tid, order);
         self.word(k, 16).store(head as u64, Ordering::Release);
     }
 }
@@ -447,18 +497,58 @@ impl Drop for Buffers {
     }
 }
 
-/// Puts thread `tid`'s records `bytes` into `order`, each as its bytes
-/// once it checks out ([`BufferedRecord::keep`]). A malformed record
-/// drops the rest, with an error message: the replay diverges there.
-pub fn parse_records(bytes: &[u8], tid: Tid, order: &mut Order) {
+/// Records of one thread copied out of its slot, which the entries of
+/// [`Order`] point into.
+pub struct Chunk {
+    /// The recorded tid of the thread.
+    tid: Tid,
+    bytes: Vec<u8>,
+}
+
+/// One entry of the global order: an event logged at a ptrace stop, or a
+/// buffered record.
+pub enum Pending {
+    /// An event logged at a ptrace stop (or deferred there).
+    Event(Event),
+    /// The record at `range` (bytes) of `chunk`.
+    Record { chunk: Rc<Chunk>, range: std::ops::Range<usize> },
+}
+
+impl Pending {
+    /// The recorded tid of the thread it belongs to.
+    pub fn tid(&self) -> Tid {
+        match self {
+            Pending::Event(e) => e.tid,
+            Pending::Record { chunk, .. } => chunk.tid,
+        }
+    }
+
+    /// The entry as the trace writes it.
+    pub fn logged(&self) -> LoggedRef<'_> {
+        match self {
+            Pending::Event(e) => LoggedRef::Event(e),
+            Pending::Record { chunk, range } => LoggedRef::Buffered(BufferedRef { tid: chunk.tid, bytes: &chunk.bytes[range.clone()] }),
+        }
+    }
+}
+
+/// Puts thread `tid`'s records `bytes` into `order`, each once it checks
+/// out ([`buffered::take_place`]). A malformed record drops the rest, with
+/// an error message: the replay diverges there.
+pub fn parse_records(mut bytes: Vec<u8>, tid: Tid, order: &mut Order) {
+    let mut places = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        let Some((seq, size, record)) = BufferedRecord::keep(&bytes[at..], tid) else {
+        let Some((seq, size)) = buffered::take_place(&mut bytes[at..]) else {
             eprintln!("weft: error: thread {tid}: malformed in-process record; the rest of its buffer is dropped (the replay will diverge there)");
-            return;
+            break;
         };
-        order.push(seq, Logged::Buffered(record));
+        places.push((seq, at..at + size));
         at += size;
+    }
+    let chunk = Rc::new(Chunk { tid, bytes });
+    for (seq, range) in places {
+        order.push(seq, Pending::Record { chunk: Rc::clone(&chunk), range });
     }
 }
 
@@ -487,14 +577,14 @@ enum Place {
     Missing,
     /// One event or record, the common case (no allocation beyond the
     /// ring's).
-    One(Logged),
+    One(Pending),
     /// A buffered record and the signals deferred after it; or none, for
     /// a deferred signal's own number when it went after a later record.
-    Many(Vec<Logged>),
+    Many(Vec<Pending>),
 }
 
 impl Place {
-    fn push(&mut self, event: Logged) {
+    fn push(&mut self, event: Pending) {
         *self = match std::mem::take(self) {
             Place::Missing => Place::One(event),
             Place::One(first) => Place::Many(vec![first, event]),
@@ -515,13 +605,13 @@ impl Place {
 impl Order {
     /// Adds event or record number `seq`; a signal deferred for a buffered
     /// record of its thread follows it.
-    pub fn push(&mut self, seq: u64, entry: Logged) {
+    pub fn push(&mut self, seq: u64, entry: Pending) {
         if seq.saturating_sub(self.next) > MAX_AHEAD {
             eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", entry.tid(), self.next);
             return;
         }
         let signals = match &entry {
-            Logged::Buffered(r) if !self.deferred.is_empty() => self.deferred.remove(&r.tid),
+            Pending::Record { chunk, .. } if !self.deferred.is_empty() => self.deferred.remove(&chunk.tid),
             _ => None,
         };
         self.place(seq).push(entry);
@@ -529,7 +619,7 @@ impl Order {
         // (the place of the one that is not is left empty).
         for (own, signal) in signals.into_iter().flatten() {
             self.place(own).fill();
-            self.place(own.max(seq)).push(Logged::Event(signal));
+            self.place(own.max(seq)).push(Pending::Event(signal));
         }
     }
 
@@ -549,7 +639,7 @@ impl Order {
     /// The events that can be written now, in order: the run of numbers
     /// from the next one, after giving up a number missing for longer than
     /// [`GAP_PATIENCE`] (or every missing number, when `all`).
-    pub fn ready(&mut self, all: bool) -> Vec<Logged> {
+    pub fn ready(&mut self, all: bool) -> Vec<Pending> {
         let mut out = Vec::new();
         loop {
             while self.pending.front().is_some_and(|p| !matches!(p, Place::Missing)) {
@@ -564,7 +654,7 @@ impl Order {
             }
             if self.filled == 0 {
                 if all {
-                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| Logged::Event(e)));
+                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| Pending::Event(e)));
                 }
                 break;
             }
@@ -587,14 +677,16 @@ mod tests {
     use super::*;
     use crate::buffered::tests::header_bytes;
     use crate::event::{Sync, SyncOp};
+    use crate::trace::Logged;
 
-    fn ev(tid: Tid) -> Logged {
-        Logged::Event(Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) })
+    fn ev(tid: Tid) -> Pending {
+        Pending::Event(Event { tid, label: 0, kind: EventKind::Sync(Sync { op: SyncOp::MutexLock, var: 1, result: 0 }) })
     }
 
-    /// The events `entries` decode into.
-    fn decoded(entries: Vec<Logged>) -> Vec<Event> {
-        entries.into_iter().map(|e| e.into_event().unwrap()).collect()
+    /// The events `entries` decode into, through their encoding.
+    fn decoded(entries: Vec<Pending>) -> Vec<Event> {
+        let decode = |e: &Pending| bincode::deserialize::<Logged>(&bincode::serialize(&e.logged()).unwrap()).unwrap().into_event().unwrap();
+        entries.iter().map(decode).collect()
     }
 
     #[test]
@@ -603,7 +695,7 @@ mod tests {
         o.push(1, ev(2));
         assert!(o.ready(false).is_empty());
         o.push(0, ev(1));
-        let tids: Vec<Tid> = o.ready(false).iter().map(Logged::tid).collect();
+        let tids: Vec<Tid> = o.ready(false).iter().map(Pending::tid).collect();
         assert_eq!(tids, vec![1, 2]);
         o.push(3, ev(4));
         assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
@@ -625,7 +717,7 @@ mod tests {
         o.deferred.entry(7).or_default().push((1, signal));
         o.push(0, ev(1));
         let record = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 2, SyncOp::MutexLock as u64);
-        o.push(2, Logged::Buffered(BufferedRecord { tid: 7, bytes: record.to_vec() }));
+        parse_records(record.to_vec(), 7, &mut o);
         let order: Vec<(Tid, bool)> = decoded(o.ready(false)).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
         assert_eq!(order, vec![(1, false), (7, false), (7, true)], "number 1 is taken, empty: nothing waits for it");
         assert_eq!(o.filled, 0);
@@ -667,7 +759,7 @@ mod tests {
         let mut bytes = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 0, SyncOp::MutexLock as u64).to_vec();
         bytes.extend(header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 1, 999));
         bytes.extend(header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 2, SyncOp::MutexUnlock as u64));
-        parse_records(&bytes, 3, &mut o);
+        parse_records(bytes, 3, &mut o);
         assert_eq!(decoded(o.ready(true)).len(), 1);
     }
 }

@@ -16,7 +16,7 @@
 //! of the tree has; its end event is the first process's status.
 
 use crate::cpu::Cpu;
-use crate::inprocess::InProcess;
+use crate::inprocess::{InProcess, Pending};
 use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, HitState, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::mapping::{self, Source};
 use crate::seccomp;
@@ -737,9 +737,10 @@ impl Recorder {
     /// Writes the events whose turn has come (all of them, when `all`).
     fn write_ready(&mut self, all: bool) -> Result<()> {
         let Some(ip) = self.inprocess.as_mut() else { return Ok(()) };
-        let events = ip.ready(all);
-        self.events += events.len() as u64;
-        self.trace.write_events(events)?;
+        let entries = ip.ready(all);
+        self.events += entries.len() as u64;
+        self.trace.write_entries(entries.iter().map(Pending::logged))?;
+        ip.recycle(entries);
         Ok(())
     }
 

@@ -128,6 +128,11 @@ pub struct TraceWriter {
     dir: PathBuf,
     tx: Option<mpsc::Sender<Record>>,
     worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
+    /// Buffers of [`Record::Entries`] the writer has framed, back for
+    /// the next entries: a fresh one per message (allocated here, freed
+    /// on the writer's thread) cost the allocator fresh pages, zeroed by
+    /// the kernel, for every 64 KiB of events.
+    spare: mpsc::Receiver<Vec<u8>>,
     /// Copies already made, by (device, inode, size, mtime).
     copies: HashMap<(u64, u64, u64, i64), MappedFile>,
     /// The shared store copies go into, when the trace is on its filesystem.
@@ -136,8 +141,9 @@ pub struct TraceWriter {
 
 /// One entry of the events stream: an event the recorder logged, or a
 /// record the in-process runtime wrote, stored as its bytes and decoded
-/// into its event when the trace is read ([`BufferedRecord`]).
-#[derive(Debug, Serialize, Deserialize)]
+/// into its event when the trace is read ([`BufferedRecord`]). The writer
+/// encodes the same entry from borrowed parts ([`LoggedRef`]).
+#[derive(Debug, Deserialize)]
 pub enum Logged {
     /// An event logged at a ptrace stop (or deferred there).
     Event(Event),
@@ -162,6 +168,28 @@ impl Logged {
             Logged::Buffered(r) => r.decode(),
         }
     }
+}
+
+/// An entry of the events stream as the recorder writes it: [`Logged`]
+/// with its parts borrowed, encoded to the same bytes, so that a buffered
+/// record goes from the copy of its thread's slot into the stream without
+/// a copy of its own.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum LoggedRef<'a> {
+    /// [`Logged::Event`].
+    Event(&'a Event),
+    /// [`Logged::Buffered`]: the record's thread and bytes.
+    Buffered(BufferedRef<'a>),
+}
+
+/// [`BufferedRecord`], borrowed: field for field, the same encoding.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BufferedRef<'a> {
+    /// [`BufferedRecord::tid`].
+    pub tid: Tid,
+    /// [`BufferedRecord::bytes`].
+    #[serde(with = "serde_bytes")]
+    pub bytes: &'a [u8],
 }
 
 /// What the recorder hands the writer thread: entries encoded on the
@@ -198,14 +226,15 @@ impl TraceWriter {
         let store = crate::dirs::trace_root().ok().and_then(|root| Store::for_trace(root.join("store"), dir));
         let compressor = |level| zstd::bulk::Compressor::new(level).map_err(io_err(&path));
         let (small, bulk) = (compressor(1)?, compressor(BULK_LEVEL)?);
-        let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file), small, bulk, batch: Vec::new() };
+        let (spare_tx, spare) = mpsc::channel();
+        let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file), small, bulk, batch: Vec::new(), compressed: Vec::new(), spare: spare_tx };
         frames.header()?;
         let (tx, rx) = mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("weft-trace-writer".into())
             .spawn(move || frames.run(rx))
             .map_err(io_err(dir))?;
-        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), copies: HashMap::new(), store })
+        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), spare, copies: HashMap::new(), store })
     }
 
     /// The trace directory.
@@ -223,16 +252,16 @@ impl TraceWriter {
 
     /// Appends one event. Frames reach the kernel within 50 ms.
     pub fn write_event(&mut self, event: Event) -> Result<(), TraceError> {
-        self.write_events(vec![Logged::Event(event)])
+        self.write_entries([LoggedRef::Event(&event)])
     }
 
-    /// Appends `events`, in order (nothing, when empty). Errors: an entry
+    /// Appends `logged`, in order (nothing, when empty). Errors: an entry
     /// cannot be encoded or exceeds the format's maximum record size; the writer stopped.
-    pub fn write_events(&mut self, events: Vec<Logged>) -> Result<(), TraceError> {
-        let mut entries = Vec::new();
-        for event in &events {
+    pub fn write_entries<'a>(&mut self, logged: impl IntoIterator<Item = LoggedRef<'a>>) -> Result<(), TraceError> {
+        let mut entries = self.spare_entries();
+        for entry in logged {
             let start = entries.len();
-            if self.encode_into(&mut entries, event)? >= BULK_MIN {
+            if self.encode_into(&mut entries, &entry)? >= BULK_MIN {
                 let bulk = entries.split_off(start);
                 self.send_entries(&mut entries)?;
                 self.send(Record::Frame(bulk))?;
@@ -243,12 +272,20 @@ impl TraceWriter {
         self.send_entries(&mut entries)
     }
 
-    /// Sends the encoded `entries`, if any, leaving it empty.
+    /// Sends the encoded `entries`, if any, leaving a spare buffer in
+    /// their place.
     fn send_entries(&mut self, entries: &mut Vec<u8>) -> Result<(), TraceError> {
         if entries.is_empty() {
             return Ok(());
         }
-        self.send(Record::Entries(std::mem::take(entries)))
+        let spare = self.spare_entries();
+        self.send(Record::Entries(std::mem::replace(entries, spare)))
+    }
+
+    /// An empty buffer for entries: one the writer gave back, or a new one
+    /// with room for a batch.
+    fn spare_entries(&mut self) -> Vec<u8> {
+        self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH_MAX + (BATCH_MAX >> 2)))
     }
 
     /// Appends `value`'s encoding to `out`; returns its length in bytes.
@@ -372,6 +409,11 @@ struct FrameWriter {
     bulk: zstd::bulk::Compressor<'static>,
     /// Encoded events not yet framed.
     batch: Vec<u8>,
+    /// The last compressed payload; its buffer is kept for the next.
+    compressed: Vec<u8>,
+    /// Where the buffers of framed [`Record::Entries`] go back to the
+    /// recorder ([`TraceWriter::spare`]).
+    spare: mpsc::Sender<Vec<u8>>,
 }
 
 impl FrameWriter {
@@ -393,8 +435,11 @@ impl FrameWriter {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return self.flush(),
             };
             let urgent = match record {
-                Some(Record::Entries(entries)) => {
+                Some(Record::Entries(mut entries)) => {
                     self.batch.extend_from_slice(&entries);
+                    entries.clear();
+                    // The recorder may have finished: the buffer is freed.
+                    let _ = self.spare.send(entries);
                     if self.batch.len() >= BATCH_MAX {
                         self.end_batch()?;
                     }
@@ -440,18 +485,21 @@ impl FrameWriter {
     fn frame(&mut self, raw: Cow<'_, [u8]>, bulk: bool) -> Result<(), TraceError> {
         let (flags, payload) = if raw.len() >= COMPRESS_MIN {
             let compressor = if bulk { &mut self.bulk } else { &mut self.small };
-            (FLAG_ZSTD, Cow::Owned(compressor.compress(&raw).map_err(io_err(&self.path))?))
+            self.compressed.clear();
+            self.compressed.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+            compressor.compress_to_buffer(&raw, &mut self.compressed).map_err(io_err(&self.path))?;
+            (FLAG_ZSTD, &self.compressed[..])
         } else {
-            (0, raw)
+            (0, &raw[..])
         };
         let mut header = [0u8; HEADER_LEN];
         header[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         header[4] = flags;
-        header[5..9].copy_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        header[5..9].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
         let header_crc = crc32fast::hash(&header[..9]);
         header[9..].copy_from_slice(&header_crc.to_le_bytes());
         self.out.write_all(&header).map_err(io_err(&self.path))?;
-        self.out.write_all(&payload).map_err(io_err(&self.path))
+        self.out.write_all(payload).map_err(io_err(&self.path))
     }
 }
 
