@@ -15,12 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use weft_record::{dirs, End};
 
-/// mimalloc, not glibc's malloc: the recorder allocates each buffered
-/// event on its main thread and frees it on the trace writer's, which
-/// glibc's per-thread arenas handle slowly.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "weft", version, about = "Record multithreaded programs on all cores; replay them deterministically on one core")]
 struct Cli {

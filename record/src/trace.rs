@@ -436,7 +436,14 @@ impl FrameWriter {
             };
             let urgent = match record {
                 Some(Record::Entries(mut entries)) => {
-                    self.batch.extend_from_slice(&entries);
+                    // Into an empty batch, the buffers trade places
+                    // instead of the entries being copied (a message is
+                    // most often a whole batch).
+                    if self.batch.is_empty() {
+                        std::mem::swap(&mut self.batch, &mut entries);
+                    } else {
+                        self.batch.extend_from_slice(&entries);
+                    }
                     entries.clear();
                     // The recorder may have finished: the buffer is freed.
                     let _ = self.spare.send(entries);
