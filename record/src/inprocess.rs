@@ -212,8 +212,8 @@ impl InProcess {
     /// thread that makes no call through ptrace (one blocked in a futex
     /// wait from before another's flushes, holding a record or two in its
     /// slot) would otherwise hold back every later record, in memory,
-    /// until the end (the syscall-heavy benchmark's main thread held
-    /// 365,000 of its 825,000 events).
+    /// until its next stop (the syscall-heavy benchmark's order held up
+    /// to 365,000 of its 825,000 events at once).
     pub fn flushed(&mut self, tid: crate::Tid) {
         if !self.flush_copy.is_empty() {
             parse_records(std::mem::take(&mut self.flush_copy), tid, &mut self.order);
