@@ -229,12 +229,20 @@ fn unique_name(prefix: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn identical_files_share_one_read_only_entry() {
+    /// A store in a temporary directory, and a file `a` there holding
+    /// `bytes`.
+    fn store_and_file(bytes: &[u8]) -> (tempfile::TempDir, Store, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::for_trace(tmp.path().join("store"), tmp.path()).unwrap();
-        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-        fs::write(&a, b"same bytes").unwrap();
+        let a = tmp.path().join("a");
+        fs::write(&a, bytes).unwrap();
+        (tmp, store, a)
+    }
+
+    #[test]
+    fn identical_files_share_one_read_only_entry() {
+        let (tmp, store, a) = store_and_file(b"same bytes");
+        let b = tmp.path().join("b");
         fs::write(&b, b"same bytes").unwrap();
         let (ha, ea) = store.put(&a).unwrap();
         let (hb, eb) = store.put(&b).unwrap();
@@ -248,10 +256,7 @@ mod tests {
     /// only while neither that file nor the entry changes.
     #[test]
     fn the_index_vouches_only_for_unchanged_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::for_trace(tmp.path().join("store"), tmp.path()).unwrap();
-        let a = tmp.path().join("a");
-        fs::write(&a, b"old bytes").unwrap();
+        let (_tmp, store, a) = store_and_file(b"old bytes");
         let (hash, entry) = store.put(&a).unwrap();
         let md = fs::metadata(&a).unwrap();
         assert_eq!(store.indexed(&md), None, "a file changed just now is not indexed");
@@ -275,10 +280,7 @@ mod tests {
 
     #[test]
     fn an_entry_with_other_bytes_under_the_hash_is_not_used() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::for_trace(tmp.path().join("store"), tmp.path()).unwrap();
-        let a = tmp.path().join("a");
-        fs::write(&a, b"real").unwrap();
+        let (_tmp, store, a) = store_and_file(b"real");
         let (h, entry) = store.put(&a).unwrap();
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
         fs::write(&entry, b"fake").unwrap();
