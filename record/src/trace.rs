@@ -128,6 +128,9 @@ pub struct TraceWriter {
     dir: PathBuf,
     tx: Option<mpsc::Sender<Record>>,
     worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
+    /// Entries encoded and not yet sent to the writer (sent at the end of
+    /// each [`TraceWriter::write_entries`], and every [`BATCH_MAX`] bytes).
+    entries: Vec<u8>,
     /// Buffers of [`Record::Entries`] the writer has framed, back for
     /// the next entries: a fresh one per message (allocated here, freed
     /// on the writer's thread) cost the allocator fresh pages, zeroed by
@@ -234,7 +237,7 @@ impl TraceWriter {
             .name("weft-trace-writer".into())
             .spawn(move || frames.run(rx))
             .map_err(io_err(dir))?;
-        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), spare, copies: HashMap::new(), store })
+        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), entries: Vec::new(), spare, copies: HashMap::new(), store })
     }
 
     /// The trace directory.
@@ -245,7 +248,7 @@ impl TraceWriter {
     /// Appends the meta record; must be the first record written.
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), TraceError> {
         let mut raw = Vec::new();
-        self.encode_into(&mut raw, meta)?;
+        encode_into(&self.dir, &mut raw, meta)?;
         self.send(Record::Frame(raw))?;
         self.flush()
     }
@@ -258,49 +261,29 @@ impl TraceWriter {
     /// Appends `logged`, in order (nothing, when empty). Errors: an entry
     /// cannot be encoded or exceeds the format's maximum record size; the writer stopped.
     pub fn write_entries<'a>(&mut self, logged: impl IntoIterator<Item = LoggedRef<'a>>) -> Result<(), TraceError> {
-        let mut entries = self.spare_entries();
         for entry in logged {
-            let start = entries.len();
-            if self.encode_into(&mut entries, &entry)? >= BULK_MIN {
-                let bulk = entries.split_off(start);
-                self.send_entries(&mut entries)?;
+            let start = self.entries.len();
+            if encode_into(&self.dir, &mut self.entries, &entry)? >= BULK_MIN {
+                let bulk = self.entries.split_off(start);
+                self.send_entries()?;
                 self.send(Record::Frame(bulk))?;
-            } else if entries.len() >= BATCH_MAX {
-                self.send_entries(&mut entries)?;
+            } else if self.entries.len() >= BATCH_MAX {
+                self.send_entries()?;
             }
         }
-        self.send_entries(&mut entries)
+        self.send_entries()
     }
 
-    /// Sends the encoded `entries`, if any, leaving a spare buffer in
+    /// Sends the encoded entries, if any, with a spare buffer (one the
+    /// writer gave back, or a new one with room for a batch) taking
     /// their place.
-    fn send_entries(&mut self, entries: &mut Vec<u8>) -> Result<(), TraceError> {
-        if entries.is_empty() {
+    fn send_entries(&mut self) -> Result<(), TraceError> {
+        if self.entries.is_empty() {
             return Ok(());
         }
-        let spare = self.spare_entries();
-        self.send(Record::Entries(std::mem::replace(entries, spare)))
-    }
-
-    /// An empty buffer for entries: one the writer gave back, or a new one
-    /// with room for a batch.
-    fn spare_entries(&mut self) -> Vec<u8> {
-        self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH_MAX + (BATCH_MAX >> 2)))
-    }
-
-    /// Appends `value`'s encoding to `out`; returns its length in bytes.
-    /// Errors: it cannot be encoded, or exceeds [`FRAME_MAX`] (it is then
-    /// taken off `out`).
-    fn encode_into<T: Serialize>(&self, out: &mut Vec<u8>, value: &T) -> Result<usize, TraceError> {
-        let cannot = |what: String| TraceError::Corrupt { path: self.dir.join("events"), offset: 0, what: format!("cannot encode: {what}") };
-        let start = out.len();
-        bincode::serialize_into(&mut *out, value).map_err(|e| cannot(e.to_string()))?;
-        let len = out.len() - start;
-        if len > FRAME_MAX as usize {
-            out.truncate(start);
-            return Err(cannot(format!("a record of {len} bytes: the format's maximum is {FRAME_MAX}")));
-        }
-        Ok(len)
+        let spare = self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH_MAX + (BATCH_MAX >> 2)));
+        let entries = std::mem::replace(&mut self.entries, spare);
+        self.send(Record::Entries(entries))
     }
 
     /// Asks for every buffered frame to be handed to the kernel now.
@@ -392,6 +375,21 @@ impl TraceWriter {
         self.copies.insert(file_key(md), mapped.clone());
         Ok(mapped)
     }
+}
+
+/// Appends `value`'s encoding to `out`; returns its length in bytes.
+/// Errors: it cannot be encoded, or exceeds [`FRAME_MAX`] (it is then
+/// taken off `out`), reported against the events file of trace `dir`.
+fn encode_into<T: Serialize>(dir: &Path, out: &mut Vec<u8>, value: &T) -> Result<usize, TraceError> {
+    let cannot = |what: String| TraceError::Corrupt { path: dir.join("events"), offset: 0, what: format!("cannot encode: {what}") };
+    let start = out.len();
+    bincode::serialize_into(&mut *out, value).map_err(|e| cannot(e.to_string()))?;
+    let len = out.len() - start;
+    if len > FRAME_MAX as usize {
+        out.truncate(start);
+        return Err(cannot(format!("a record of {len} bytes: the format's maximum is {FRAME_MAX}")));
+    }
+    Ok(len)
 }
 
 /// What tells distinct files apart: (device, inode, size, mtime).
