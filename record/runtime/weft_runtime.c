@@ -164,14 +164,15 @@ __attribute__((constructor)) static void weft_start(void) {
          * race no synchronization orders. Setting the thresholds turns
          * that off, in the recording and the replay alike; seed 003
          * §2.2.4 makes the heap deterministic for the same reason. They
-         * are set where glibc's own adjustment ends up in a program that
-         * frees large blocks (mallopt(3): the mmap threshold's ceiling,
-         * 32 MiB, and a trim threshold twice it), not at the defaults: at
-         * 128 KiB, each of pbzip2's 7.6 MB compressor states was a fresh
-         * mapping, zeroed page by page (142,000 page faults against
-         * 120,000 natively, where the threshold rises; 6,300 now). */
-        mallopt(M_MMAP_THRESHOLD, 32 << 20);
-        mallopt(M_TRIM_THRESHOLD, 64 << 20);
+         * are set where glibc's own adjustment takes a program that frees
+         * blocks of a few MB (mallopt(3): the trim threshold twice the
+         * mmap threshold), not at the 128 KiB default: there each of
+         * pbzip2's 3.6 MB compressor arrays was a fresh mapping, zeroed
+         * page by page (142,000 page faults against 120,000 natively;
+         * 5,500 at 8 MiB). At 32 MiB, the ceiling, xz -T2's 24 MiB block
+         * buffers came from the heap too, and xz ran 10% slower. */
+        mallopt(M_MMAP_THRESHOLD, 8 << 20);
+        mallopt(M_TRIM_THRESHOLD, 16 << 20);
     }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
