@@ -108,14 +108,14 @@ impl Store {
         let line = fs::read_to_string(self.index_path(md)).ok()?;
         let (source, rest) = line.trim_end().split_once(" | ")?;
         let (hash, rest) = rest.split_once(' ')?;
-        let (name, entry_stamp) = rest.split_once(' ')?;
+        let (name, indexed_entry) = rest.split_once(' ')?;
         if source != source_stamp(md) || name.contains('/') {
             return None;
         }
         let entry = self.dir.join(name);
         let entry_md = fs::symlink_metadata(&entry).ok()?;
         let read_only = entry_md.is_file() && entry_md.permissions().mode() & 0o222 == 0;
-        (read_only && entry_stamp == entry_stamp_of(&entry_md)).then_some((u64::from_str_radix(hash, 16).ok()?, entry))
+        (read_only && indexed_entry == entry_stamp(&entry_md)).then_some((u64::from_str_radix(hash, 16).ok()?, entry))
     }
 
     /// Names `entry` (holding bytes of hash `hash`) in the index for the
@@ -127,7 +127,7 @@ impl Store {
             return;
         }
         let (Some(name), Ok(entry_md)) = (entry.file_name(), fs::metadata(entry)) else { return };
-        let line = format!("{} | {hash:016x} {} {}\n", source_stamp(md), name.to_string_lossy(), entry_stamp_of(&entry_md));
+        let line = format!("{} | {hash:016x} {} {}\n", source_stamp(md), name.to_string_lossy(), entry_stamp(&entry_md));
         let dir = self.dir.join("index");
         let tmp = dir.join(unique_name(".tmp"));
         let written = make_private_dir(&dir).and_then(|_| fs::write(&tmp, line)).and_then(|_| fs::rename(&tmp, self.index_path(md)));
@@ -145,7 +145,7 @@ fn source_stamp(md: &fs::Metadata) -> String {
 
 /// What tells an entry's versions apart: its size and mtime (its ctime
 /// moves with every trace that links it).
-fn entry_stamp_of(md: &fs::Metadata) -> String {
+fn entry_stamp(md: &fs::Metadata) -> String {
     format!("{} {}.{:09}", md.size(), md.mtime(), md.mtime_nsec())
 }
 

@@ -155,14 +155,6 @@ pub enum Logged {
 }
 
 impl Logged {
-    /// The recorded tid of the thread it belongs to.
-    pub fn tid(&self) -> Tid {
-        match self {
-            Logged::Event(e) => e.tid,
-            Logged::Buffered(r) => r.tid,
-        }
-    }
-
     /// The event it logs; `None` for a malformed record
     /// ([`BufferedRecord::decode`]).
     pub fn into_event(self) -> Option<Event> {
