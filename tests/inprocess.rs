@@ -212,6 +212,31 @@ fn barrier_serial_thread_replays_as_recorded() {
     }
 }
 
+/// Two threads that meet only through an atomic word and futex waits
+/// with a timeout (tests/c/timedmailbox.c, as Rust's `recv_timeout` and
+/// libstdc++'s `future::wait_for` wait): each timed wait has its start and
+/// its return in the log, as an untimed one; a wait that found the word
+/// changed (EAGAIN) is matched once the replay has let another thread
+/// change it; and a wait the log does not hold (the recording found the
+/// post right after a timeout) returns EAGAIN once another thread changed
+/// the word. Before, the timed waits were ptrace-logged syscalls, placed
+/// at their return: 2 recordings of 5 replayed in log order; with their
+/// start logged but neither rule, none of 5; without the second rule, 1
+/// of 6 recorded beside a busy loop. Five recordings, each valid in log
+/// order.
+#[test]
+fn timed_futex_waits_replay_in_log_order() {
+    let prog = program("timedmailbox");
+    for n in 0..5 {
+        let (rec, events) = first_attempt(&format!("timedmailbox-{n}"), &[prog.to_str().unwrap()]);
+        assert!(String::from_utf8_lossy(&rec.stdout).starts_with("sum 2001000 "));
+        let futex_syscalls = events.iter().filter(|e| e["kind"] == "syscall" && e["syscall"] == "futex").count();
+        assert_eq!(futex_syscalls, 0, "a timed wait took the ptrace path");
+        let waits = events.iter().filter(|e| e["op"] == "FutexWait").count();
+        assert!(waits > 0 && sync_events(&events) > 4000, "{waits} waits, {} sync events", sync_events(&events));
+    }
+}
+
 /// A contended lock's wait has a place in the log (`LockWait`): the
 /// other thread's flag store, made before it waited for the mutex, is
 /// replayed there, long before the main thread reads the flag, and not at

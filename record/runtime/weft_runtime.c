@@ -1015,9 +1015,13 @@ EXPORT long syscall(long nr, ...) {
     }
     int cmd = (int)b & FUTEX_CMD_MASK;
     int wake = cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_WAKE_OP || cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE;
-    /* A wait with a timeout is a logged syscall of its own (the recorder
-     * traps it): it needs no place of the runtime's. */
-    int wait = (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) && !d;
+    /* A wait with a timeout takes its places as an untimed one: logged
+     * at its return only (as the recorder would trap it), a receiver that
+     * checks its queue before a timed wait (Rust's recv_timeout) would
+     * replay that check after the sender's wake. Its result is the
+     * recorded one (ETIMEDOUT included), so the timeout itself does not
+     * matter in a replay. */
+    int wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
     long r;
     int err;
     if (mode == WEFT_MODE_RECORD) {
@@ -1029,8 +1033,15 @@ EXPORT long syscall(long nr, ...) {
         if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT_START, (void *)a, (unsigned)c);
         quiet(wait);
         self.phase = WEFT_PHASE_AFTER;
-        r = real_syscall(nr, a, b, c, d, e, f);
-        err = errno;
+        if (wait && d) {
+            /* At the runtime's site: the filter would trap libc's. */
+            r = PRIVATE(nr, a, b, c, d, e, f);
+            err = r < 0 ? (int)-r : 0;
+            r = r < 0 ? -1 : r;
+        } else {
+            r = real_syscall(nr, a, b, c, d, e, f);
+            err = errno;
+        }
         quiet(0);
         if (wait) sync_record(WEFT_SYNC_FUTEX_WAIT, (void *)a, r < 0 ? -(long)err : r);
     } else {
@@ -1048,7 +1059,10 @@ EXPORT long syscall(long nr, ...) {
             }
             return 0;
         }
-        r = real_syscall(nr, a, b, c, d, e, f);
+        /* On a lock word the log orders the acquisitions, not the time:
+         * a timed wait waits there as an untimed one (its timeout is no
+         * syscall of the log's). */
+        r = real_syscall(nr, a, b, c, wait ? 0 : d, e, f);
         err = errno;
         if (wait) sync_marker(WEFT_SYNC_FUTEX_WAIT, (void *)a, 0);
         if (wake) sync_marker(WEFT_SYNC_FUTEX_WAKE, (void *)a, 0);

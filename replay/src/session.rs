@@ -263,6 +263,10 @@ struct Thread {
     next_point: Option<Op>,
     /// At a runtime marker, the point before it is done.
     marked: bool,
+    /// The futex word of a runtime wait the log does not hold, which the
+    /// replay lets return EAGAIN once another thread changed the word
+    /// ([`Session::unlogged_wait`]): its return marker is not an event.
+    unlogged_wait: Option<u64>,
     /// Sits at the entry stop of a syscall the replay skipped (orig_rax
     /// -1, rax its result), its exit stop not taken: the thread's next run
     /// to its next syscall skips that stop (PTRACE_SYSEMU,
@@ -298,6 +302,7 @@ impl Thread {
             reported: None,
             next_point: None,
             marked: false,
+            unlogged_wait: None,
             exit_due: false,
             filters: Vec::new(),
         }

@@ -66,9 +66,15 @@ impl Session<'_> {
             return Ok(Step::End(end));
         }
         if let Some(why) = self.mismatch(i, &observed, expected) {
+            if let Some(step) = self.unlogged_wait(i, &observed)? {
+                return Ok(step);
+            }
             let label = self.label_of(&observed);
             let observed = format!("tid {me} @{label:#x}  {why}");
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label, expected: expected.to_string(), observed }));
+        }
+        if let Some(j) = self.writer_before_changed_word(i, expected) {
+            return Ok(Step::Switch(Some(j)));
         }
         self.state.threads[i].last_event = Some(self.state.pos);
         self.next_event();
@@ -114,6 +120,78 @@ impl Session<'_> {
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
+    }
+
+    /// The thread to run before thread `i`'s futex wait `expected`, which
+    /// the recording saw fail with EAGAIN: the word no longer held the
+    /// value the wait expected, so another thread had stored to it, an
+    /// atomic store no log holds (a mailbox's post, a latch's count).
+    /// While the word still holds that value, the free thread whose next
+    /// event comes first runs (it parks at that event, its store made or
+    /// not), and `i` stays at its wait; `None` once the word changed, or
+    /// when no other thread can run code (the wait is then matched as it
+    /// stands).
+    fn writer_before_changed_word(&self, i: usize, expected: &Event) -> Option<usize> {
+        let (word, value) = self.eagain_wait(i, expected)?;
+        if self.mem(i).read_u32(word).ok()? != value {
+            return None;
+        }
+        let threads = &self.state.threads;
+        (0..threads.len())
+            .filter(|&j| j != i && self.switchable(j))
+            .min_by_key(|&j| (self.next_event_of(threads[j].rec), j))
+    }
+
+    /// Thread `i` starts a runtime futex wait that the log does not hold
+    /// next: in the recording it found the word changed and did not wait,
+    /// because another thread's store (atomic, unlogged) came earlier
+    /// there than the replay has run it (a mailbox's post, seen right
+    /// after a timed wait expired). A futex wait may return EAGAIN
+    /// whenever the word has changed (futex(2)), and callers check the
+    /// word again: while it holds the value the wait expects, the free
+    /// thread whose next event comes first runs, and `i` stays at its
+    /// wait; once it changed, the wait is made for real (emulated, it
+    /// returns EAGAIN) and its return marker is answered as no event.
+    /// `None` when `observed` is no such wait, or no other thread can run
+    /// code: the mismatch stands.
+    fn unlogged_wait(&mut self, i: usize, observed: &Observed) -> Result<Option<Step>> {
+        let Observed::Syscall(e) = observed else { return Ok(None) };
+        if e.nr != runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 {
+            return Ok(None);
+        }
+        let (word, value) = (e.args[1], e.args[2] as u32);
+        if self.mem(i).read_u32(word).ok() != Some(value) {
+            self.state.threads[i].unlogged_wait = Some(word);
+            self.finish_syscall(i, 1)?;
+            return Ok(Some(Step::Stay));
+        }
+        let threads = &self.state.threads;
+        let writer = (0..threads.len())
+            .filter(|&j| j != i && self.switchable(j))
+            .min_by_key(|&j| (self.next_event_of(threads[j].rec), j));
+        Ok(writer.map(|j| Step::Switch(Some(j))))
+    }
+
+    /// The word and expected value of `expected`, thread `i`'s next event,
+    /// when it is a futex wait that failed with EAGAIN: a runtime wait
+    /// (its value is in the thread's previous event, the wait's start) or
+    /// a logged futex syscall.
+    fn eagain_wait(&self, i: usize, expected: &Event) -> Option<(u64, u32)> {
+        let eagain = -(libc::EAGAIN as i64);
+        match &expected.kind {
+            EventKind::Sync(s) if s.op == SyncOp::FutexWait && s.result == eagain => {
+                match &self.trace.events.get(self.state.threads[i].last_event?)?.kind {
+                    EventKind::Sync(start) if start.op == SyncOp::FutexWaitStart && start.var == s.var => {
+                        Some((s.var, start.result as u32))
+                    }
+                    _ => None,
+                }
+            }
+            EventKind::Syscall(s) if s.nr == libc::SYS_futex && s.result == eagain && futex::is_wait(s.args[1]) => {
+                Some((s.args[0], s.args[2] as u32))
+            }
+            _ => None,
+        }
     }
 
     /// Whether thread `i`, whose arrival at barrier `var` was just

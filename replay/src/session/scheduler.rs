@@ -18,6 +18,12 @@ use weft_record::syscalls;
 use weft_record::tracee;
 use weft_record::Tid;
 
+/// Yield points a thread spins through, at most, before the futex wait
+/// its next event starts ([`Session::spins_before_its_wait`]): more than
+/// the bounded spins of the libraries measured, far fewer than a spin
+/// that only another thread's store ends.
+const SPINS_BEFORE_WAIT: u64 = 64;
+
 /// What an interactive replay runs until (`run` runs to the end).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Goal {
@@ -239,6 +245,11 @@ impl Session<'_> {
                 }
                 step => Ok(step),
             },
+            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.unlogged_wait_returns(i, &e) => {
+                self.state.threads[i].unlogged_wait = None;
+                self.finish_syscall(i, 0)?;
+                Ok(Step::Stay)
+            }
             At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.log.is_soft_marker(e.args[0] as i64, e.args[1]) => {
                 // A futex call on a lock word: not an event, and a wait
                 // really waits (log_index.rs, weft_runtime.c's syscall()).
@@ -307,6 +318,9 @@ impl Session<'_> {
     pub(super) fn yielded(&mut self, i: usize) -> Result<Step> {
         let (rec, pc) = (self.state.threads[i].rec, self.state.threads[i].regs.rip);
         let livelock = self.watchdog.spun(rec, pc, self.state.pos);
+        if !livelock && self.spins_before_its_wait(i) {
+            return Ok(Step::Stay);
+        }
         let other = self.next_owner().filter(|&j| j != i && self.runnable(j)).or_else(|| {
             let threads = &self.state.threads;
             (0..threads.len()).filter(|&j| j != i && self.switchable(j)).min_by_key(|&j| (threads[j].last_ran, j))
@@ -319,6 +333,36 @@ impl Session<'_> {
             Some(j) => Step::Switch(Some(j)),
             None => Step::Stay,
         })
+    }
+
+    /// Whether runtime marker `e` of thread `i` is the return of its wait
+    /// that the log does not hold ([`Session::unlogged_wait`]).
+    fn unlogged_wait_returns(&self, i: usize, e: &super::Entry) -> bool {
+        e.args[0] as i64 == weft_record::event::SyncOp::FutexWait as i64
+            && self.state.threads[i].unlogged_wait == Some(e.args[1])
+    }
+
+    /// Whether thread `i`, at a yield point, goes on spinning instead: its
+    /// next event is a futex wait's start expecting the value its word
+    /// holds now, and it has yielded fewer than [`SPINS_BEFORE_WAIT`]
+    /// times since its last event. Such a thread spins a bounded while
+    /// before it waits (libstdc++'s atomic waits yield a dozen times,
+    /// crossbeam's backoff a few): the recording saw it start its wait
+    /// with the word unchanged, so the threads that change it had not run
+    /// that far yet, and a turn given to them here (a barrier's other
+    /// arrivals) would make it wait for the next value, or not at all.
+    fn spins_before_its_wait(&self, i: usize) -> bool {
+        use weft_record::event::{Sync, SyncOp};
+        let t = &self.state.threads[i];
+        if t.steps >= SPINS_BEFORE_WAIT {
+            return false;
+        }
+        match self.trace.events.get(self.next_event_of(t.rec)).map(|e| &e.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) => {
+                self.mem(i).read_u32(*var).ok() == Some(*result as u32)
+            }
+            _ => false,
+        }
     }
 
     /// A synchronization point: preempt as the schedule says, else switch
