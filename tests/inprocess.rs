@@ -127,7 +127,8 @@ fn no_inprocess_records_with_ptrace_alone() {
 /// A read that blocks on an empty pipe takes the ptrace path (its event's
 /// label is the program's, not the runtime's page) while the other thread's
 /// stat and clock_gettime calls are buffered; both merge into one order
-/// that replays at the first attempt.
+/// that replays at the first attempt. The read's start is logged too
+/// (`SyscallWait`), before the writer's calls it waited through.
 #[test]
 fn a_read_blocked_on_a_pipe_falls_back_while_another_thread_buffers() {
     let prog = program("pipeblock");
@@ -137,6 +138,15 @@ fn a_read_blocked_on_a_pipe_falls_back_while_another_thread_buffers() {
     assert!(!is_buffered(pipe_read), "the blocking read was buffered: {pipe_read}");
     let probe = buffered(&events).into_iter().find(|e| e["tid"] == pipe_read["tid"]).expect("the reader's probe");
     assert_eq!((&probe["syscall"], &probe["result"]), (&"poll".into(), &0.into()), "a zero-timeout poll found no data");
+    // The read's start has its place (SyscallWait), before the writer's
+    // rounds, which the replay matched there.
+    let index = |e: &Value| e["index"].as_u64().unwrap_or_default();
+    let start = events
+        .iter()
+        .find(|e| e["op"] == "SyscallWait" && e["tid"] == pipe_read["tid"] && e["var"] == libc::SYS_read)
+        .expect("the read's start");
+    let rounds_between = buffered(&events).into_iter().filter(|e| e["tid"] != pipe_read["tid"] && (index(start)..index(pipe_read)).contains(&index(e))).count();
+    assert!(rounds_between > 10, "{rounds_between} buffered calls of the writer while the reader waited");
     let names = syscall_names(buffered(&events));
     assert!(names.contains("clock_gettime") && names.contains("newfstatat"), "{names:?}");
 }

@@ -175,10 +175,19 @@ pub enum SyncOp {
     /// address): the program's own code in the thread is done here; libc's
     /// thread teardown and the exit follow.
     ThreadReturn = 21,
+    /// A syscall that may block ([`crate::syscalls::may_block`]; its
+    /// variable is the syscall number) was entered: the thread's code
+    /// before the call is done here, not at the call's return, which
+    /// follows as an event of its own. The recorder's, at the call's entry
+    /// stop, not the runtime's (version 13): a thread that parks in
+    /// epoll_wait (tokio's I/O driver) frees what it held before the wait,
+    /// where the log's other threads see it.
+    SyscallWait = 22,
 }
 
 impl SyncOp {
-    /// The operation with runtime code `code`, if any.
+    /// The operation with runtime code `code`, if any ([`SyncOp::SyscallWait`]
+    /// is the recorder's, never the runtime's).
     pub fn from_code(code: i64) -> Option<Self> {
         use SyncOp::*;
         const ALL: [SyncOp; 21] = [
@@ -459,6 +468,7 @@ impl std::fmt::Display for Event {
             EventKind::Rdtsc { tsc, aux: Some(a), .. } => write!(f, "rdtscp = {tsc} aux {a}"),
             EventKind::Rdtsc { tsc, aux: None, .. } => write!(f, "rdtsc = {tsc}"),
             EventKind::Sync(s) if s.op == SyncOp::FutexWaitStart => write!(f, "sync {:?} {:#x} expects {}", s.op, s.var, s.result),
+            EventKind::Sync(s) if s.op == SyncOp::SyscallWait => write!(f, "sync {:?} {}", s.op, crate::syscalls::name(s.var as i64)),
             EventKind::Sync(s) => write!(f, "sync {:?} {:#x} = {}", s.op, s.var, s.result),
             EventKind::End(end) => write!(f, "end: {end}"),
         }

@@ -350,6 +350,9 @@ impl Recorder {
                     _ if off => Some(self.turn_runtime_off(pid, nr, &args)?),
                     _ => None,
                 };
+                if !off && syscalls::may_block(nr, &args) {
+                    self.log_wait(pid, nr, label)?;
+                }
                 self.threads.insert(pid, Some(Entry { nr, args, label, path, seq }));
                 if class == Class::Output {
                     let fd = (self.tgid(pid), args[0]);
@@ -420,6 +423,20 @@ impl Recorder {
         }
         self.release_after_kill(pid)?;
         resume(pid, None)
+    }
+
+    /// Logs the start of thread `pid`'s syscall `nr` at `label`, which may
+    /// block (`SyncOp::SyscallWait`), when the process records with the
+    /// runtime: the log then orders what the thread did before the call
+    /// with the other threads' events, not at the call's return, which
+    /// may come much later. Logged at once, so that a call that blocks
+    /// for minutes holds no place of the order back.
+    fn log_wait(&mut self, pid: Pid, nr: i64, label: u64) -> Result<()> {
+        if !self.inprocess.as_ref().is_some_and(|ip| ip.is_on(self.tgid(pid))) {
+            return Ok(());
+        }
+        let wait = event::Sync { op: event::SyncOp::SyscallWait, var: nr as u64, result: 0 };
+        self.log(pid.as_raw(), label, EventKind::Sync(wait))
     }
 
     /// Whether asynchronous signal `signo`, at thread `pid`'s delivery

@@ -149,6 +149,33 @@ pub const FUTEX_WAIT_OPS: [u64; 2] = [0, 9];
 /// Mask of the futex operation number (without PRIVATE and CLOCK_REALTIME).
 pub const FUTEX_CMD_MASK: u64 = 0x7f;
 
+/// Whether syscall `nr` with `args` may wait for another thread or
+/// process for an unbounded time: a read or receive (a pipe's, a
+/// socket's), an accept or connect, a wait with a timeout that is not
+/// zero (poll, select, epoll_wait), wait4/waitid without WNOHANG, a
+/// sleep, a signal wait, a System V message or semaphore wait, a blocking
+/// flock or F_SETLKW. The recorder places such a call's start in the
+/// global order (a `SyncOp::SyscallWait`), so that a replay runs what the
+/// thread did before it there, and not at the call's return. futex waits have places
+/// of their own (the runtime's), and output calls are left out: a full
+/// pipe is the rare case.
+pub fn may_block(nr: i64, args: &[u64; 6]) -> bool {
+    const NB: u64 = libc::WNOHANG as u64;
+    match nr {
+        libc::SYS_read | libc::SYS_readv | libc::SYS_recvfrom | libc::SYS_recvmsg | libc::SYS_recvmmsg => true,
+        libc::SYS_accept | libc::SYS_accept4 | libc::SYS_connect => true,
+        libc::SYS_poll | libc::SYS_epoll_wait | libc::SYS_epoll_pwait => args[if nr == libc::SYS_poll { 2 } else { 3 }] as i32 != 0,
+        libc::SYS_ppoll | libc::SYS_select | libc::SYS_pselect6 | libc::SYS_epoll_pwait2 => true,
+        libc::SYS_wait4 => args[2] & NB == 0,
+        libc::SYS_waitid => args[3] & NB == 0,
+        libc::SYS_nanosleep | libc::SYS_clock_nanosleep | libc::SYS_pause | libc::SYS_rt_sigsuspend => true,
+        libc::SYS_rt_sigtimedwait | libc::SYS_msgrcv | libc::SYS_semop | libc::SYS_semtimedop => true,
+        libc::SYS_flock => args[1] & libc::LOCK_NB as u64 == 0,
+        libc::SYS_fcntl => args[1] == libc::F_SETLKW as u64 || args[1] == libc::F_OFD_SETLKW as u64,
+        _ => false,
+    }
+}
+
 /// Whether a futex call is logged: a wait with a timeout. Whether such a
 /// wait timed out depends on timing, which a replay cannot reproduce, so
 /// its result is logged; untimed futex calls are not (DESIGN.md).
@@ -271,6 +298,21 @@ pub fn call_name(nr: i64, args: &[u64; 6]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_that_may_block_are_told_by_their_arguments() {
+        let with = |k: usize, v: u64| {
+            let mut a = [0u64; 6];
+            a[k] = v;
+            a
+        };
+        assert!(may_block(libc::SYS_read, &[0; 6]) && may_block(libc::SYS_accept4, &[0; 6]));
+        assert!(may_block(libc::SYS_epoll_wait, &with(3, u64::MAX)) && !may_block(libc::SYS_epoll_wait, &[0; 6]));
+        assert!(may_block(libc::SYS_poll, &with(2, 100)) && !may_block(libc::SYS_poll, &[0; 6]));
+        assert!(may_block(libc::SYS_wait4, &[0; 6]) && !may_block(libc::SYS_wait4, &with(2, libc::WNOHANG as u64)));
+        assert!(!may_block(libc::SYS_flock, &with(1, (libc::LOCK_EX | libc::LOCK_NB) as u64)));
+        assert!(!may_block(libc::SYS_write, &[0; 6]) && !may_block(libc::SYS_futex, &with(3, 1)));
+    }
 
     #[test]
     fn read_out_buffer_is_the_bytes_read() {

@@ -29,7 +29,10 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
+/// The oldest trace format version this build reads: version 13 only
+/// added `SyncOp::SyscallWait`, which version 12 traces never hold.
+pub const OLDEST_READABLE: u32 = 12;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).
@@ -72,7 +75,7 @@ pub enum TraceError {
         path: PathBuf,
     },
     /// The trace was written by an incompatible version of weft.
-    #[error("{path}: trace format version {found}, this weft reads version {VERSION}")]
+    #[error("{path}: trace format version {found}, this weft reads versions {OLDEST_READABLE} to {VERSION}")]
     Version {
         /// The events file.
         path: PathBuf,
@@ -530,7 +533,7 @@ impl Trace {
             return Err(TraceError::BadMagic { path });
         }
         let found = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
-        if found != VERSION {
+        if !(OLDEST_READABLE..=VERSION).contains(&found) {
             return Err(TraceError::Version { path, found });
         }
         let mut frames = Frames { path: &path, bytes: &bytes, offset: 12 };
@@ -794,6 +797,26 @@ mod tests {
         let t = Trace::open(tmp.path()).unwrap();
         assert_eq!(t.events.len(), 4);
         assert!(matches!(t.damage, Some(TraceError::Truncated { .. })), "{:?}", t.damage);
+    }
+
+    /// A version 12 trace is read as it is (version 13 only added an
+    /// operation); an older or a newer one is refused, naming both.
+    #[test]
+    fn versions_read_and_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_trace(tmp.path(), 2);
+        let path = tmp.path().join("events");
+        let with_version = |v: u32| {
+            let mut bytes = fs::read(&path).unwrap();
+            bytes[8..12].copy_from_slice(&v.to_le_bytes());
+            fs::write(&path, &bytes).unwrap();
+            Trace::open(tmp.path())
+        };
+        assert_eq!(with_version(OLDEST_READABLE).unwrap().events.len(), 2);
+        for v in [OLDEST_READABLE - 1, VERSION + 1] {
+            let msg = with_version(v).err().unwrap().to_string();
+            assert!(msg.contains(&format!("version {v},")) && msg.contains(&format!("versions {OLDEST_READABLE} to {VERSION}")), "{msg}");
+        }
     }
 
     /// A trace of 3 events whose `events` byte at `at(file length)` is

@@ -61,8 +61,13 @@ impl LogIndex {
         let mut index = Self { lock_words, wake_only, ..Self::default() };
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for (i, e) in trace.events.iter().enumerate() {
-            if let EventKind::Sync(Sync { var, .. }) = &e.kind {
-                index.sync_vars.insert(*var);
+            match &e.kind {
+                // Its variable is a syscall number, not an object's address.
+                EventKind::Sync(Sync { op: SyncOp::SyscallWait, .. }) => {}
+                EventKind::Sync(Sync { var, .. }) => {
+                    index.sync_vars.insert(*var);
+                }
+                _ => {}
             }
             if turns_runtime_off(e) {
                 index.runtime_off.push((i, e.tid));

@@ -115,7 +115,7 @@ impl Session<'_> {
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
-        let waits = matches!(&expected.kind, EventKind::Sync(s) if s.op == SyncOp::LockWait);
+        let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
             return self.sync_point(i, Some(Op::Matched));
         }
@@ -316,6 +316,9 @@ impl Session<'_> {
                 }
                 None
             }
+            // A blocking call's start is matched at the call's entry,
+            // where the thread then stays until the call's own event.
+            (Observed::Syscall(e), EventKind::Sync(s)) if s.op == SyncOp::SyscallWait => (e.nr != s.var as i64).then(describe),
             (Observed::Syscall(e), EventKind::Sync(s)) => {
                 // A contended acquire's wait is matched at the acquire's
                 // own marker: the runtime cannot know, in a replay, that
@@ -397,6 +400,9 @@ impl Session<'_> {
             // The thread's code before its contended acquire is done: it
             // stays at the acquire's marker until the acquisition's place.
             (Observed::Syscall(_), EventKind::Sync(s)) if s.op == SyncOp::LockWait => Ok(Step::Stay),
+            // The thread has entered its blocking call: it stays at the
+            // entry, unanswered, until the call's place.
+            (Observed::Syscall(_), EventKind::Sync(s)) if s.op == SyncOp::SyscallWait => Ok(Step::Stay),
             // A synchronization marker, matched in the log's order (seed
             // 003 §3.2): the runtime learns the recorded outcome.
             (Observed::Syscall(_), EventKind::Sync(s)) => {
