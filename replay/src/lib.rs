@@ -57,6 +57,7 @@ mod sync_points;
 mod timeline;
 pub mod sync_trace;
 mod watchdog;
+mod word_alias;
 
 pub use failure::Failure;
 pub use position::Position;

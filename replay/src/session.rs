@@ -26,6 +26,7 @@ pub(crate) use scheduler::{Goal, Halt};
 pub(crate) use snapshot::Snapshot;
 pub(crate) use traps::Watchpoints;
 
+use crate::word_alias::WordAliases;
 use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
 use crate::exec_alias::ExecAlias;
@@ -459,6 +460,8 @@ struct State {
     /// point (a syscall, a pthread breakpoint): it is done when its
     /// thread next runs.
     stepping: Option<usize>,
+    /// Futex words the replay allocated elsewhere than the recording did.
+    aliases: WordAliases,
 }
 
 impl<'a> Session<'a> {
@@ -514,6 +517,7 @@ impl<'a> Session<'a> {
             points: 0,
             mid_segment: false,
             stepping: None,
+            aliases: WordAliases::default(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;

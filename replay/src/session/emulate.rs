@@ -133,9 +133,16 @@ impl Session<'_> {
     /// stands).
     fn writer_before_changed_word(&self, i: usize, expected: &Event) -> Option<usize> {
         let (word, value) = self.eagain_wait(i, expected)?;
-        if self.mem(i).read_u32(word).ok()? != value {
+        if self.mem(i).read_u32(self.replay_word(i, word)).ok()? != value {
             return None;
         }
+        self.first_other(i)
+    }
+
+    /// The thread other than `i` that can run code and whose next event
+    /// comes first in the log: the likeliest to make the store a futex
+    /// word waits for.
+    fn first_other(&self, i: usize) -> Option<usize> {
         let threads = &self.state.threads;
         (0..threads.len())
             .filter(|&j| j != i && self.switchable(j))
@@ -165,11 +172,7 @@ impl Session<'_> {
             self.finish_syscall(i, 1)?;
             return Ok(Some(Step::Stay));
         }
-        let threads = &self.state.threads;
-        let writer = (0..threads.len())
-            .filter(|&j| j != i && self.switchable(j))
-            .min_by_key(|&j| (self.next_event_of(threads[j].rec), j));
-        Ok(writer.map(|j| Step::Switch(Some(j))))
+        Ok(self.first_other(i).map(|j| Step::Switch(Some(j))))
     }
 
     /// The word and expected value of `expected`, thread `i`'s next event,

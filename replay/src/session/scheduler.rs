@@ -228,6 +228,9 @@ impl Session<'_> {
             }
         }
         if let At::Entry(e) = self.state.threads[i].at {
+            if e.nr == weft_record::runtime::NR_SYNC {
+                self.bind_moved_word(i, &e);
+            }
             if let Some(op) = self.take_point_before_marker(i, &e) {
                 // The release a parked breakpoint saw return, before its
                 // marker; the marker is handled when the thread runs next.
@@ -250,7 +253,7 @@ impl Session<'_> {
                 self.finish_syscall(i, 0)?;
                 Ok(Step::Stay)
             }
-            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.log.is_soft_marker(e.args[0] as i64, e.args[1]) => {
+            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.soft_marker(i, &e) => {
                 // A futex call on a lock word: not an event, and a wait
                 // really waits (log_index.rs, weft_runtime.c's syscall()).
                 let start = e.args[0] as i64 == weft_record::event::SyncOp::FutexWaitStart as i64;
@@ -335,6 +338,40 @@ impl Session<'_> {
         })
     }
 
+    /// Whether runtime marker `e` of thread `i` is soft (log_index.rs), its
+    /// word taken at the log's address (`word_alias.rs`).
+    fn soft_marker(&self, i: usize, e: &super::Entry) -> bool {
+        let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
+        self.log.is_soft_marker(e.args[0] as i64, word)
+    }
+
+    /// Binds the word of thread `i`'s runtime marker `e` to the log's
+    /// address when the marker is a wait's start on a word no logged
+    /// operation names, and its value matches the thread's next event, a
+    /// wait's start on a word the log orders: that event, on a word the
+    /// replay allocated elsewhere (`word_alias.rs`). Its marker is then
+    /// matched as an event, not taken as a soft one.
+    fn bind_moved_word(&mut self, i: usize, e: &super::Entry) {
+        use weft_record::event::{Sync, SyncOp};
+        let (proc, word) = (self.state.threads[i].proc, e.args[1]);
+        if e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.log.names(word) {
+            return;
+        }
+        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec)).map(|ev| &ev.kind);
+        if let Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) = next {
+            if *result as u32 == e.args[2] as u32 && !self.log.is_soft_word(*var) && !self.state.aliases.bound(proc, word, *var) {
+                tracing::debug!(replay = %format_args!("{word:#x}"), log = %format_args!("{var:#x}"), "futex word moved");
+                self.state.aliases.bind(proc, word, *var);
+            }
+        }
+    }
+
+    /// The replay's address of the futex word the log names `word`, in
+    /// thread `i`'s process.
+    pub(super) fn replay_word(&self, i: usize, word: u64) -> u64 {
+        self.state.aliases.replay_word(self.state.threads[i].proc, word)
+    }
+
     /// Whether runtime marker `e` of thread `i` is the return of its wait
     /// that the log does not hold ([`Session::unlogged_wait`]).
     fn unlogged_wait_returns(&self, i: usize, e: &super::Entry) -> bool {
@@ -359,7 +396,7 @@ impl Session<'_> {
         }
         match self.trace.events.get(self.next_event_of(t.rec)).map(|e| &e.kind) {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) => {
-                self.mem(i).read_u32(*var).ok() == Some(*result as u32)
+                self.mem(i).read_u32(self.replay_word(i, *var)).ok() == Some(*result as u32)
             }
             _ => false,
         }
@@ -437,7 +474,7 @@ impl Session<'_> {
             let k = self.next_event_of(self.state.threads[t].rec);
             match self.trace.events.get(k).map(|e| &e.kind) {
                 Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) if *var == word => {
-                    self.mem(t).read_u32(word).ok() == Some(*result as u32)
+                    self.mem(t).read_u32(self.replay_word(t, word)).ok() == Some(*result as u32)
                 }
                 _ => false,
             }
