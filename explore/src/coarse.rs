@@ -31,6 +31,11 @@ pub fn candidates(
 ) -> Option<Vec<Preemption>> {
     let window = Window::of(events, index, alpha_x, widen);
     let tried = widen.checked_sub(1).map(|w| Window::of(events, index, alpha_x, w));
+    if tried.as_ref() == Some(&window) {
+        // Widening changed nothing (α_x past the log's end, a deadlock
+        // once every event was matched, has no thread to widen along).
+        return None;
+    }
     let open = |s: &&SyncRecord| s.n > after && !tried.as_ref().is_some_and(|t| t.contains(s));
     if !sync_trace.iter().any(|s| open(&s)) {
         return None;
@@ -128,6 +133,12 @@ mod tests {
         assert_eq!(from_both_ends(&[1, 2, 3, 4, 5]), [5, 1, 4, 2, 3]);
         // The first window already holds every operation: nothing to widen.
         assert_eq!(candidates(&events, &index, 6, 1, &trace, 0), None);
+        // A failure past the log's end (a deadlock once every event was
+        // matched) cannot widen: its window is the same at every width,
+        // and the search of it ends instead of widening forever.
+        let early = [sync(1, 2, 1, Some(0), &[1, 3])];
+        assert!(candidates(&events, &index, 8, 0, &early, 0).is_some());
+        assert_eq!(candidates(&events, &index, 8, 1, &early, 0), None);
     }
 
     /// Second preemptions go at the operations after the first, nearest
