@@ -133,10 +133,7 @@ impl Session<'_> {
     /// stands).
     fn writer_before_changed_word(&self, i: usize, expected: &Event) -> Option<usize> {
         let (word, value) = self.eagain_wait(i, expected)?;
-        if self.mem(i).read_u32(self.replay_word(i, word)).ok()? != value {
-            return None;
-        }
-        self.first_other(i)
+        self.word_holds(i, word, value).then(|| self.first_other(i))?
     }
 
     /// The thread other than `i` that can run code and whose next event

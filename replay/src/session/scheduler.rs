@@ -366,10 +366,12 @@ impl Session<'_> {
         }
     }
 
-    /// The replay's address of the futex word the log names `word`, in
-    /// thread `i`'s process.
-    pub(super) fn replay_word(&self, i: usize, word: u64) -> u64 {
-        self.state.aliases.replay_word(self.state.threads[i].proc, word)
+    /// Whether the futex word the log names `word`, in thread `i`'s
+    /// process, holds `value` now (read at the replay's address of it,
+    /// `word_alias.rs`; an unreadable word holds nothing).
+    pub(super) fn word_holds(&self, i: usize, word: u64, value: u32) -> bool {
+        let at = self.state.aliases.replay_word(self.state.threads[i].proc, word);
+        self.mem(i).read_u32(at).ok() == Some(value)
     }
 
     /// Whether runtime marker `e` of thread `i` is the return of its wait
@@ -396,7 +398,7 @@ impl Session<'_> {
         }
         match self.trace.events.get(self.next_event_of(t.rec)).map(|e| &e.kind) {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) => {
-                self.mem(i).read_u32(self.replay_word(i, *var)).ok() == Some(*result as u32)
+                self.word_holds(i, *var, *result as u32)
             }
             _ => false,
         }
@@ -474,7 +476,7 @@ impl Session<'_> {
             let k = self.next_event_of(self.state.threads[t].rec);
             match self.trace.events.get(k).map(|e| &e.kind) {
                 Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) if *var == word => {
-                    self.mem(t).read_u32(self.replay_word(t, word)).ok() == Some(*result as u32)
+                    self.word_holds(t, word, *result as u32)
                 }
                 _ => false,
             }
