@@ -264,6 +264,23 @@ fn timed_futex_waits_replay_in_log_order() {
     }
 }
 
+/// A wait and a wake the recording never made. In tests/rust/parkflag.rs
+/// the worker's store and unpark come, in the recording, long before the
+/// main thread looks at the flag; the log holds neither, so the replay
+/// runs the main thread's look first, and it parks (a wait the log does
+/// not hold: it returns once another thread changed the word), and the
+/// worker's unpark then wakes it (a wake the log does not hold: no event).
+/// Before, the worker's wake was an unmatched event and the search found
+/// nothing (4 recordings of 4). Three recordings, each valid in log order.
+#[test]
+fn an_unpark_the_recording_never_made_replays_in_log_order() {
+    let prog = rust_program("parkflag");
+    for n in 0..3 {
+        let (rec, _) = first_attempt(&format!("parkflag-{n}"), &[prog.to_str().unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "flag 42\nflag 43\nsums true true\n");
+    }
+}
+
 /// A contended lock's wait has a place in the log (`LockWait`): the
 /// other thread's flag store, made before it waited for the mutex, is
 /// replayed there, long before the main thread reads the flag, and not at

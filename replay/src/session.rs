@@ -237,6 +237,9 @@ struct Thread {
     woken: bool,
     /// Index of the last log event it matched.
     last_event: Option<usize>,
+    /// The log's position when it was spawned (after its spawn event; 0
+    /// for the program's first thread).
+    spawned_at: usize,
     /// At an acquire entry breakpoint, with a sync trace kept: the
     /// caller's address (the return address on its stack), read once.
     caller: Option<u64>,
@@ -294,6 +297,7 @@ impl Thread {
             steps: 0,
             woken: false,
             last_event: None,
+            spawned_at: 0,
             caller: None,
             last_ran: 0,
             altstack: None,

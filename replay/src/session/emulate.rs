@@ -48,6 +48,15 @@ impl Session<'_> {
         }
         let me = self.state.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
+            // A wait the log does not hold is made now, not at the
+            // thread's turn: it is no event, and the thread that left it
+            // waiting (a receiver whose sender has not run) is behind.
+            let own = self.trace.events.get(self.next_event_of(me));
+            if own.is_none_or(|own| self.mismatch(i, &observed, own).is_some()) {
+                if let Some(step) = self.unlogged_wait(i, &observed)? {
+                    return Ok(step);
+                }
+            }
             return Ok(Step::Switch(None));
         }
         // Another thread's fatal signal ends the recording: this thread,
@@ -126,24 +135,14 @@ impl Session<'_> {
     /// the recording saw fail with EAGAIN: the word no longer held the
     /// value the wait expected, so another thread had stored to it, an
     /// atomic store no log holds (a mailbox's post, a latch's count).
-    /// While the word still holds that value, the free thread whose next
-    /// event comes first runs (it parks at that event, its store made or
-    /// not), and `i` stays at its wait; `None` once the word changed, or
-    /// when no other thread can run code (the wait is then matched as it
-    /// stands).
+    /// While the word still holds that value, the thread furthest behind
+    /// runs ([`Session::furthest_behind`]; it parks at its next event, its
+    /// store made or not), and `i` stays at its wait; `None` once the
+    /// word changed, or when no other thread can run code (the wait is
+    /// then matched as it stands).
     fn writer_before_changed_word(&self, i: usize, expected: &Event) -> Option<usize> {
         let (word, value) = self.eagain_wait(i, expected)?;
-        self.word_holds(i, word, value).then(|| self.first_other(i))?
-    }
-
-    /// The thread other than `i` that can run code and whose next event
-    /// comes first in the log: the likeliest to make the store a futex
-    /// word waits for.
-    fn first_other(&self, i: usize) -> Option<usize> {
-        let threads = &self.state.threads;
-        (0..threads.len())
-            .filter(|&j| j != i && self.switchable(j))
-            .min_by_key(|&j| (self.next_event_of(threads[j].rec), j))
+        self.word_holds(i, word, value).then(|| self.furthest_behind(i))?
     }
 
     /// Thread `i` starts a runtime futex wait that the log does not hold
@@ -152,8 +151,8 @@ impl Session<'_> {
     /// there than the replay has run it (a mailbox's post, seen right
     /// after a timed wait expired). A futex wait may return EAGAIN
     /// whenever the word has changed (futex(2)), and callers check the
-    /// word again: while it holds the value the wait expects, the free
-    /// thread whose next event comes first runs, and `i` stays at its
+    /// word again: while it holds the value the wait expects, the thread
+    /// furthest behind runs ([`Session::furthest_behind`]), and `i` stays at its
     /// wait; once it changed, the wait is made for real (emulated, it
     /// returns EAGAIN) and its return marker is answered as no event.
     /// `None` when `observed` is no such wait, or no other thread can run
@@ -169,7 +168,30 @@ impl Session<'_> {
             self.finish_syscall(i, 1)?;
             return Ok(Some(Step::Stay));
         }
-        Ok(self.first_other(i).map(|j| Step::Switch(Some(j))))
+        Ok(self.furthest_behind(i).map(|j| Step::Switch(Some(j))))
+    }
+
+    /// The thread other than `i` that can run code and whose last matched
+    /// event lies furthest back in the log (a thread with none yet counts
+    /// from its spawn, after its parent, which went on at once while it
+    /// started; among equals, the one that ran longest ago, so that a
+    /// spinner that hands the core straight back does not keep it from
+    /// the others): in
+    /// the recording it ran on alongside the others since then, so it is
+    /// the one whose unlogged work (a producer's sends into a channel)
+    /// the one-core replay has left furthest behind. The likeliest to
+    /// make the store that a wait the recording never made waits for;
+    /// the thread whose next event comes first is usually the one that
+    /// ran last, and letting it run on takes its unlogged work too early
+    /// (a receiver's unregistering, before the send that should find it
+    /// registered).
+    fn furthest_behind(&self, i: usize) -> Option<usize> {
+        let threads = &self.state.threads;
+        let behind = |j: usize| {
+            let t = &threads[j];
+            (t.last_event.unwrap_or(t.spawned_at), t.last_event.is_none(), t.last_ran, j)
+        };
+        (0..threads.len()).filter(|&j| j != i && self.switchable(j)).min_by_key(|&j| behind(j))
     }
 
     /// The word and expected value of `expected`, thread `i`'s next event,
@@ -937,6 +959,7 @@ impl Session<'_> {
         let clear_child_tid = if flags & libc::CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
         let mut thread = Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid);
         thread.filters = self.state.threads[i].filters.clone();
+        thread.spawned_at = self.state.pos;
         self.state.threads.push(thread);
         if proc == 0 && self.watchpoints.armed() {
             self.watchpoints.apply(child)?;

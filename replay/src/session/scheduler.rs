@@ -229,6 +229,7 @@ impl Session<'_> {
         }
         if let At::Entry(e) = self.state.threads[i].at {
             if e.nr == weft_record::runtime::NR_SYNC {
+                tracing::trace!(tid = self.state.threads[i].rec, op = e.args[0], word = %format_args!("{:#x}", e.args[1]), value = e.args[2] as u32, "runtime marker");
                 self.bind_moved_word(i, &e);
             }
             if let Some(op) = self.take_point_before_marker(i, &e) {
@@ -243,7 +244,14 @@ impl Session<'_> {
                 self.yielded(i)
             }
             At::Entry(e) if e.nr == libc::SYS_futex => match self.futex(i, e)? {
-                Step::Stay if futex::is_wait(e.args[1]) && self.state.threads[i].regs.rax as i64 == -libc::EAGAIN as i64 => {
+                // A wait that found its word changed may be a spinner's
+                // (it yields), unless it is a wait the log does not hold,
+                // made once its word changed: that one runs on.
+                Step::Stay
+                    if futex::is_wait(e.args[1])
+                        && self.state.threads[i].regs.rax as i64 == -libc::EAGAIN as i64
+                        && self.state.threads[i].unlogged_wait.is_none() =>
+                {
                     self.yielded(i)
                 }
                 step => Ok(step),
@@ -258,6 +266,10 @@ impl Session<'_> {
                 // really waits (log_index.rs, weft_runtime.c's syscall()).
                 let start = e.args[0] as i64 == weft_record::event::SyncOp::FutexWaitStart as i64;
                 self.finish_syscall(i, i64::from(start))?;
+                Ok(Step::Stay)
+            }
+            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.unlogged_wake(i, &e) => {
+                self.finish_syscall(i, 0)?;
                 Ok(Step::Stay)
             }
             At::Entry(e) if syscalls::class(e.nr) == syscalls::Class::Clone && !self.spawn_due(i, &e) => self.failed_spawn(i, e),
@@ -372,6 +384,44 @@ impl Session<'_> {
     pub(super) fn word_holds(&self, i: usize, word: u64, value: u32) -> bool {
         let at = self.state.aliases.replay_word(self.state.threads[i].proc, word);
         self.mem(i).read_u32(at).ok() == Some(value)
+    }
+
+    /// Whether runtime marker `e` of thread `i` is a futex wake that the
+    /// log does not hold next for the thread: in the recording the thread
+    /// found no waiter registered and made no call; in the replay the
+    /// unlogged atomics (a channel's queue, a parker's state) ran in
+    /// another order and a waiter registered, whose wait the log does not
+    /// hold either ([`Session::unlogged_wait`]: a receiver that parked
+    /// before the sends the recording made first). The runtime made the
+    /// real (emulated) call before this marker, so the marker orders
+    /// nothing and is answered as no event; every logged event is still
+    /// matched (a replay whose path really diverged fails there).
+    fn unlogged_wake(&self, i: usize, e: &super::Entry) -> bool {
+        use weft_record::event::{Sync, SyncOp};
+        if e.args[0] as i64 != SyncOp::FutexWake as i64 {
+            return false;
+        }
+        let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
+        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec)).map(|ev| &ev.kind);
+        !matches!(next, Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if *var == word)
+    }
+
+    /// Whether thread `j` is at the start of a wait that the log does not
+    /// hold ([`Session::unlogged_wait`]) and its word has changed: another
+    /// thread made the store it waited for, and it goes first, ahead of
+    /// the log's next thread. In the recording it never waited; the
+    /// replay left it behind, and running it now, while it can still
+    /// act before the log's next event (a send that finds a receiver
+    /// registered), is closest to the recording.
+    fn unlogged_wait_over(&self, j: usize) -> bool {
+        use weft_record::event::SyncOp;
+        let At::Entry(e) = self.state.threads[j].at else { return false };
+        if e.nr != weft_record::runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.soft_marker(j, &e) {
+            return false;
+        }
+        let own = self.trace.events.get(self.next_event_of(self.state.threads[j].rec));
+        own.is_none_or(|own| self.mismatch(j, &Observed::Syscall(e), own).is_some())
+            && self.mem(j).read_u32(e.args[1]).ok() != Some(e.args[2] as u32)
     }
 
     /// Whether runtime marker `e` of thread `i` is the return of its wait
@@ -555,6 +605,9 @@ impl Session<'_> {
             // Its turn has come.
             self.state.threads[j].at = At::Ready;
         }
+        if let Some(j) = (0..self.state.threads.len()).find(|&j| self.unlogged_wait_over(j)) {
+            return Ok(j);
+        }
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
             return Ok(j);
         }
@@ -579,6 +632,10 @@ impl Session<'_> {
     pub(super) fn describe_thread(&self, t: &Thread) -> String {
         let state = match t.at {
             At::Ready | At::Deliver(_) | At::Woken(_) | At::Sync(_) => "runnable".to_string(),
+            At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC => match weft_record::event::SyncOp::from_code(e.args[0] as i64) {
+                Some(op) => format!("waiting to make the runtime's {op:?} on {:#x} (not its turn in the log)", e.args[1]),
+                None => format!("waiting to make runtime marker {} (not its turn in the log)", e.args[0]),
+            },
             At::Entry(e) => format!("waiting to run {} (not its turn in the log)", syscalls::name(e.nr)),
             At::Fault(s) => format!("waiting to take {} (not its turn in the log)", signal_name(s)),
             At::Blocked(w) => format!("blocked in futex wait on {:#x}", w.uaddr),
