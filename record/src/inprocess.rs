@@ -112,9 +112,16 @@ impl InProcess {
     }
 
     /// Adds event `event` at place `seq` ([`InProcess::reserve`]), and
-    /// drains the buffered records that may precede it.
+    /// drains the buffered records that may precede it. An event of a
+    /// thread whose signal waits for the record of the buffered call it
+    /// hit ([`InProcess::defer_signal`]) is its handler's (the record is
+    /// written once the handler returns): it follows the signal, as the
+    /// replay, which delivers the signal where the call returns, runs it.
     pub fn log_at(&mut self, seq: u64, event: Event) {
-        self.order.push(seq, Pending::Event(event));
+        match self.order.deferred.get_mut(&event.tid) {
+            Some(deferred) => deferred.push((seq, event)),
+            None => self.order.push(seq, Pending::Event(event)),
+        }
         self.buffers.drain(&mut self.order);
     }
 
@@ -725,7 +732,8 @@ mod tests {
 
     /// A signal delivered as a buffered call returns goes after that
     /// call's record, not after an earlier record of the thread that is
-    /// still in its slot when the signal stops it.
+    /// still in its slot when the signal stops it; its handler's calls,
+    /// logged before that record is written, go after the signal.
     #[test]
     fn a_deferred_signal_skips_the_records_already_in_the_slot() {
         let mut ip = InProcess::new().unwrap();
@@ -741,16 +749,21 @@ mod tests {
         commit(&mut ip, SyncOp::MutexUnlock);
         let signal = Event { tid: 7, label: 0, kind: EventKind::End(crate::event::End::Exited(0)) };
         ip.defer_signal(signal);
+        // The handler's own call, through ptrace, and another thread's.
+        ip.log(Event { tid: 7, label: 1, kind: EventKind::End(crate::event::End::Exited(1)) });
+        ip.log(Event { tid: 8, label: 0, kind: EventKind::End(crate::event::End::Exited(2)) });
         commit(&mut ip, SyncOp::MutexLock);
         let kinds: Vec<&str> = decoded(ip.ready(true))
             .iter()
             .map(|e| match &e.kind {
+                _ if e.tid == 8 => "other thread",
                 EventKind::Sync(s) if s.op == SyncOp::MutexUnlock => "earlier record",
                 EventKind::Sync(_) => "the call",
+                _ if e.label == 1 => "handler's call",
                 _ => "signal",
             })
             .collect();
-        assert_eq!(kinds, ["earlier record", "the call", "signal"]);
+        assert_eq!(kinds, ["earlier record", "other thread", "the call", "signal", "handler's call"]);
     }
 
     #[test]
