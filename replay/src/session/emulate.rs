@@ -135,14 +135,27 @@ impl Session<'_> {
     /// the recording saw fail with EAGAIN: the word no longer held the
     /// value the wait expected, so another thread had stored to it, an
     /// atomic store no log holds (a mailbox's post, a latch's count).
-    /// While the word still holds that value, the thread furthest behind
-    /// runs ([`Session::furthest_behind`]; it parks at its next event, its
-    /// store made or not), and `i` stays at its wait; `None` once the
-    /// word changed, or when no other thread can run code (the wait is
-    /// then matched as it stands).
+    /// While the word still holds that value, another thread runs (it
+    /// parks at its next event, its store made or not), and `i` stays at
+    /// its wait: one whose next event is a wait on the word for another
+    /// value, which saw the word changed (a latch's next arrival, which
+    /// made the change), else the thread furthest behind
+    /// ([`Session::furthest_behind`]). `None` once the word changed, or
+    /// when no other thread can run code (the wait is then matched as it
+    /// stands).
     fn writer_before_changed_word(&self, i: usize, expected: &Event) -> Option<usize> {
         let (word, value) = self.eagain_wait(i, expected)?;
-        self.word_holds(i, word, value).then(|| self.furthest_behind(i))?
+        if !self.word_holds(i, word, value) {
+            return None;
+        }
+        let saw_change = |t: usize| {
+            let next = self.trace.events.get(self.next_event_of(self.state.threads[t].rec)).map(|e| &e.kind);
+            matches!(next, Some(EventKind::Sync(s)) if s.op == SyncOp::FutexWaitStart && s.var == word && s.result as u32 != value)
+        };
+        (0..self.state.threads.len())
+            .filter(|&t| t != i && self.switchable(t) && saw_change(t))
+            .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
+            .or_else(|| self.furthest_behind(i))
     }
 
     /// Thread `i` starts a runtime futex wait that the log does not hold
