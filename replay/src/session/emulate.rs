@@ -51,8 +51,7 @@ impl Session<'_> {
             // A wait the log does not hold is made now, not at the
             // thread's turn: it is no event, and the thread that left it
             // waiting (a receiver whose sender has not run) is behind.
-            let own = self.trace.events.get(self.next_event_of(me));
-            if own.is_none_or(|own| self.mismatch(i, &observed, own).is_some()) {
+            if matches!(&observed, Observed::Syscall(e) if self.unlogged_wait_start(i, e)) {
                 if let Some(step) = self.unlogged_wait(i, &observed)? {
                     return Ok(step);
                 }
@@ -185,19 +184,18 @@ impl Session<'_> {
     }
 
     /// The thread other than `i` that can run code and whose last matched
-    /// event lies furthest back in the log (a thread with none yet counts
-    /// from its spawn, after its parent, which went on at once while it
-    /// started; among equals, the one that ran longest ago, so that a
-    /// spinner that hands the core straight back does not keep it from
-    /// the others): in
-    /// the recording it ran on alongside the others since then, so it is
-    /// the one whose unlogged work (a producer's sends into a channel)
-    /// the one-core replay has left furthest behind. The likeliest to
-    /// make the store that a wait the recording never made waits for;
-    /// the thread whose next event comes first is usually the one that
-    /// ran last, and letting it run on takes its unlogged work too early
-    /// (a receiver's unregistering, before the send that should find it
-    /// registered).
+    /// event lies furthest back in the log. In the recording it ran on
+    /// alongside the others since then, so it is the one whose unlogged
+    /// work (a producer's sends into a channel) the one-core replay has
+    /// left furthest behind: the likeliest to make the store that a wait
+    /// the recording never made waits for. (The thread whose next event
+    /// comes first is usually the one that ran last, and letting it run
+    /// on takes its unlogged work too early: a receiver's unregistering,
+    /// before the send that should find it registered.) A thread with no
+    /// event yet counts from its spawn, after its parent, which went on at
+    /// once while it started; among equals, the one that ran longest ago
+    /// goes first, so that a spinner that hands the core straight back
+    /// does not keep it from the others.
     fn furthest_behind(&self, i: usize) -> Option<usize> {
         let threads = &self.state.threads;
         let behind = |j: usize| {

@@ -414,14 +414,20 @@ impl Session<'_> {
     /// act before the log's next event (a send that finds a receiver
     /// registered), is closest to the recording.
     fn unlogged_wait_over(&self, j: usize) -> bool {
-        use weft_record::event::SyncOp;
         let At::Entry(e) = self.state.threads[j].at else { return false };
-        if e.nr != weft_record::runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.soft_marker(j, &e) {
+        self.unlogged_wait_start(j, &e) && self.mem(j).read_u32(e.args[1]).ok() != Some(e.args[2] as u32)
+    }
+
+    /// Whether syscall entry `e` of thread `i` is a runtime futex wait's
+    /// start that the log does not hold next for the thread (nor as a
+    /// soft event): [`Session::unlogged_wait`] decides when it returns.
+    pub(super) fn unlogged_wait_start(&self, i: usize, e: &super::Entry) -> bool {
+        use weft_record::event::SyncOp;
+        if e.nr != weft_record::runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.soft_marker(i, e) {
             return false;
         }
-        let own = self.trace.events.get(self.next_event_of(self.state.threads[j].rec));
-        own.is_none_or(|own| self.mismatch(j, &Observed::Syscall(e), own).is_some())
-            && self.mem(j).read_u32(e.args[1]).ok() != Some(e.args[2] as u32)
+        let own = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
+        own.is_none_or(|own| self.mismatch(i, &Observed::Syscall(*e), own).is_some())
     }
 
     /// Whether runtime marker `e` of thread `i` is the return of its wait
