@@ -472,15 +472,20 @@ fn killed_recorder_leaves_a_trace_readable_to_its_last_record() {
 /// the cleanup handler's unlock; the replay puts each thread in its call
 /// at once, as the recording had it, so that pthread_cancel signals it
 /// (glibc signals only a thread waiting in a cancellation point), and
-/// ends the wait as canceled. Valid in log order, 3 recordings of 3.
-/// (Before: a deadlock at the first cancel, every time.)
+/// ends the wait as canceled. Valid in log order, 3 recordings of 3, and
+/// 2 more with the runtime off, where the thread in pthread_cond_wait
+/// runs on from its start into its futex wait (before, the cancel's flag
+/// came first, the wait never blocked, and the signal's event was never
+/// taken: 4 recordings of 4 failed). (Before that: a deadlock at the
+/// first cancel, every time.)
 #[test]
 fn threads_canceled_in_blocking_calls_replay() {
     let prog = program("cancelwait");
-    for run in 0..3 {
+    for run in 0..5 {
         let name = format!("cancelwait-{run}");
         let trace = trace_dir(&name);
-        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        let flags: &[&str] = if run < 3 { &[] } else { &["--no-inprocess"] };
+        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
         let out = String::from_utf8_lossy(&rec.stdout);
         assert!(out.contains("thread 0 canceled 1 cleaned 1") && out.contains("mutex taken again"), "{out}{}", err(&rec));
         let rep = replay(&trace, &["--no-explore"]);

@@ -709,7 +709,7 @@ impl Session<'_> {
     /// Whether thread `i`'s next logged event is a signal that interrupted
     /// a syscall: in the recording the thread blocked in that syscall
     /// right after its last event.
-    fn blocked_until_signal(&self, i: usize) -> bool {
+    pub(super) fn blocked_until_signal(&self, i: usize) -> bool {
         let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
         next.is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if s.interrupted.is_some()))
     }

@@ -478,6 +478,11 @@ impl Session<'_> {
             && (matches!(op, Some(Op::Matched | Op::Woke(_))) || matches!(op, Some(Op::Released(var)) if self.log.is_ordered(var)))
             && self.killed_at_end().is_none();
         let default = match self.next_owner() {
+            // A thread that blocked in a syscall until a signal interrupted
+            // it runs on until it blocks there: another thread's unlogged
+            // work (pthread_cancel's flag, which a cancellation point tests
+            // on entry) must not come first.
+            _ if !granted && self.blocked_until_signal(i) => i,
             // With the order logged, after an event or a release (a
             // lock word's too), the log's next thread takes over: each thread's
             // unordered work runs as late as the log allows, so what
