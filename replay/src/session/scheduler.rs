@@ -488,7 +488,7 @@ impl Session<'_> {
             // unordered work runs as late as the log allows, so what
             // another thread reads without a lock (or takes as a lock
             // word) is not yet changed. A waiter may have to read first.
-            Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).unwrap_or(j),
+            Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).or_else(|| self.finisher_before(j)).unwrap_or(j),
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
             Some(j) if self.runnable(j) => j,
@@ -544,6 +544,31 @@ impl Session<'_> {
         };
         let candidates = (0..self.state.threads.len()).filter(|&t| t != j && (t == i || self.switchable(t)));
         candidates.filter(|&t| waits_for_now(t)).min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
+    }
+
+    /// A thread to run before thread `j`, the log's next thread, wakes a
+    /// futex word: one whose next event is the return from its start
+    /// routine (`ThreadReturn`), that is, one whose last stretch is all
+    /// that is left of it. That stretch holds its teardown (a scoped
+    /// thread's decrement of its scope's running count, a join handle's
+    /// packet), which in the recording came before it returned, and often
+    /// before the other threads' events between: the thread that finds
+    /// itself last to finish wakes the waiter (Rust's `thread::scope`), so
+    /// the others must have finished first. It runs up to its return,
+    /// which then waits for its place in the log.
+    fn finisher_before(&self, j: usize) -> Option<usize> {
+        use weft_record::event::{Sync, SyncOp};
+        let wakes = |e: usize| matches!(self.trace.events.get(e).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var));
+        if !wakes(self.state.pos) {
+            return None;
+        }
+        let returns = |t: usize| {
+            let next = self.next_event_of(self.state.threads[t].rec);
+            matches!(self.trace.events.get(next).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })))
+        };
+        (0..self.state.threads.len())
+            .filter(|&t| t != j && self.free(t) && returns(t))
+            .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on
@@ -608,7 +633,8 @@ impl Session<'_> {
     }
 
     /// The thread to run when the current one cannot: the owner of the
-    /// log's next event if it can run; else the free thread whose next
+    /// log's next event if it can run (after a thread that must finish
+    /// before its wake, [`Session::finisher_before`]); else the free thread whose next
     /// event comes first in the log (seed 000's deterministic next thread);
     /// else a deadlock.
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
@@ -620,7 +646,7 @@ impl Session<'_> {
             return Ok(j);
         }
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
-            return Ok(j);
+            return Ok(self.finisher_before(j).unwrap_or(j));
         }
         let free = (0..self.state.threads.len())
             .filter(|&j| self.free(j))
