@@ -108,11 +108,6 @@ impl LogIndex {
         SyncOp::from_code(op).is_some_and(is_futex_call) && self.is_soft_word(var)
     }
 
-    /// Whether some logged synchronization operation names `addr`.
-    pub(crate) fn names(&self, addr: u64) -> bool {
-        self.sync_vars.contains(&addr)
-    }
-
     /// Whether the futex calls on `addr` are soft: it is a lock word, a
     /// word the log only wakes, or a word the log has no operation on.
     pub(crate) fn is_soft_word(&self, addr: u64) -> bool {

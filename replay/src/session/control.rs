@@ -359,8 +359,7 @@ impl Session<'_> {
             return nr;
         }
         let Some(call) = self.state.threads[i].restart_block.take() else { return nr };
-        let logged = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
-        let logs_restart = logged.is_some_and(|e| matches!(&e.kind, weft_record::EventKind::Syscall(s) if s.nr == nr));
+        let logs_restart = self.next_logged(i).is_some_and(|e| matches!(&e.kind, weft_record::EventKind::Syscall(s) if s.nr == nr));
         if logs_restart { nr } else { call }
     }
 

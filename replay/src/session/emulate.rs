@@ -51,10 +51,8 @@ impl Session<'_> {
             // A wait the log does not hold is made now, not at the
             // thread's turn: it is no event, and the thread that left it
             // waiting (a receiver whose sender has not run) is behind.
-            if matches!(&observed, Observed::Syscall(e) if self.unlogged_wait_start(i, e)) {
-                if let Some(step) = self.unlogged_wait(i, &observed)? {
-                    return Ok(step);
-                }
+            if let Some(step) = self.unlogged_wait(i, &observed)? {
+                return Ok(step);
             }
             return Ok(Step::Switch(None));
         }
@@ -148,8 +146,7 @@ impl Session<'_> {
             return None;
         }
         let saw_change = |t: usize| {
-            let next = self.trace.events.get(self.next_event_of(self.state.threads[t].rec)).map(|e| &e.kind);
-            matches!(next, Some(EventKind::Sync(s)) if s.op == SyncOp::FutexWaitStart && s.var == word && s.result as u32 != value)
+            matches!(self.next_logged(t).map(|e| &e.kind), Some(EventKind::Sync(s)) if s.op == SyncOp::FutexWaitStart && s.var == word && s.result as u32 != value)
         };
         (0..self.state.threads.len())
             .filter(|&t| t != i && self.switchable(t) && saw_change(t))
@@ -171,12 +168,11 @@ impl Session<'_> {
     /// code: the mismatch stands.
     fn unlogged_wait(&mut self, i: usize, observed: &Observed) -> Result<Option<Step>> {
         let Observed::Syscall(e) = observed else { return Ok(None) };
-        if e.nr != runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 {
+        if !self.unlogged_wait_start(i, e) {
             return Ok(None);
         }
-        let (word, value) = (e.args[1], e.args[2] as u32);
-        if self.mem(i).read_u32(word).ok() != Some(value) {
-            self.state.threads[i].unlogged_wait = Some(word);
+        if self.wait_word_changed(i, e) {
+            self.state.threads[i].unlogged_wait = Some(e.args[1]);
             self.finish_syscall(i, 1)?;
             return Ok(Some(Step::Stay));
         }
@@ -710,8 +706,7 @@ impl Session<'_> {
     /// a syscall: in the recording the thread blocked in that syscall
     /// right after its last event.
     pub(super) fn blocked_until_signal(&self, i: usize) -> bool {
-        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
-        next.is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if s.interrupted.is_some()))
+        self.next_logged(i).is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if s.interrupted.is_some()))
     }
 
     /// Whether the log's next delivery of `signo` to thread `rec` (within
@@ -1019,8 +1014,7 @@ impl Session<'_> {
         let created = self.execute_unless_spawned(i)?.is_none_or(|regs| regs.rax as i64 >= 0);
         if created {
             let observed = format!("{} created a task, where the log has no spawn", syscalls::name(e.nr));
-            let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
-            let expected = next.map_or("no event".into(), |ev| ev.to_string());
+            let expected = self.next_logged(i).map_or("no event".into(), |ev| ev.to_string());
             return Ok(Step::Fail(Failure::Unmatched { at: self.position(i), label: e.label, expected, observed }));
         }
         Ok(Step::Stay)
@@ -1154,8 +1148,7 @@ impl Session<'_> {
     /// word already changed returns as if woken: a spurious wakeup, which
     /// callers allow).
     pub(super) fn logged_futex_wait(&mut self, i: usize, e: Entry) -> Result<Step> {
-        let me = self.state.threads[i].rec;
-        let recorded = self.trace.events.get(self.next_event_of(me)).and_then(|ev| match &ev.kind {
+        let recorded = self.next_logged(i).and_then(|ev| match &ev.kind {
             EventKind::Syscall(s) if s.nr == libc::SYS_futex => Some(s.result),
             _ => None,
         });

@@ -366,11 +366,10 @@ impl Session<'_> {
     fn bind_moved_word(&mut self, i: usize, e: &super::Entry) {
         use weft_record::event::{Sync, SyncOp};
         let (proc, word) = (self.state.threads[i].proc, e.args[1]);
-        if e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.log.names(word) {
+        if e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.log.is_ordered(word) {
             return;
         }
-        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec)).map(|ev| &ev.kind);
-        if let Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) = next {
+        if let Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) = self.next_logged(i).map(|ev| &ev.kind) {
             if *result as u32 == e.args[2] as u32 && !self.log.is_soft_word(*var) && !self.state.aliases.bound(proc, word, *var) {
                 tracing::debug!(replay = %format_args!("{word:#x}"), log = %format_args!("{var:#x}"), "futex word moved");
                 self.state.aliases.bind(proc, word, *var);
@@ -402,8 +401,7 @@ impl Session<'_> {
             return false;
         }
         let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
-        let next = self.trace.events.get(self.next_event_of(self.state.threads[i].rec)).map(|ev| &ev.kind);
-        !matches!(next, Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if *var == word)
+        !matches!(self.next_logged(i).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if *var == word)
     }
 
     /// Whether thread `j` is at the start of a wait that the log does not
@@ -415,7 +413,7 @@ impl Session<'_> {
     /// registered), is closest to the recording.
     fn unlogged_wait_over(&self, j: usize) -> bool {
         let At::Entry(e) = self.state.threads[j].at else { return false };
-        self.unlogged_wait_start(j, &e) && self.mem(j).read_u32(e.args[1]).ok() != Some(e.args[2] as u32)
+        self.unlogged_wait_start(j, &e) && self.wait_word_changed(j, &e)
     }
 
     /// Whether syscall entry `e` of thread `i` is a runtime futex wait's
@@ -426,8 +424,13 @@ impl Session<'_> {
         if e.nr != weft_record::runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.soft_marker(i, e) {
             return false;
         }
-        let own = self.trace.events.get(self.next_event_of(self.state.threads[i].rec));
-        own.is_none_or(|own| self.mismatch(i, &Observed::Syscall(*e), own).is_some())
+        self.next_logged(i).is_none_or(|own| self.mismatch(i, &Observed::Syscall(*e), own).is_some())
+    }
+
+    /// Whether the word of thread `i`'s runtime wait start `e` (at the
+    /// replay's address) no longer holds the value the wait expects.
+    pub(super) fn wait_word_changed(&self, i: usize, e: &super::Entry) -> bool {
+        self.mem(i).read_u32(e.args[1]).ok() != Some(e.args[2] as u32)
     }
 
     /// Whether runtime marker `e` of thread `i` is the return of its wait
@@ -452,7 +455,7 @@ impl Session<'_> {
         if t.steps >= SPINS_BEFORE_WAIT {
             return false;
         }
-        match self.trace.events.get(self.next_event_of(t.rec)).map(|e| &e.kind) {
+        match self.next_logged(i).map(|e| &e.kind) {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) => {
                 self.word_holds(i, *var, *result as u32)
             }
@@ -534,8 +537,7 @@ impl Session<'_> {
             _ => return None,
         };
         let waits_for_now = |t: usize| {
-            let k = self.next_event_of(self.state.threads[t].rec);
-            match self.trace.events.get(k).map(|e| &e.kind) {
+            match self.next_logged(t).map(|e| &e.kind) {
                 Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) if *var == word => {
                     self.word_holds(t, word, *result as u32)
                 }
@@ -558,14 +560,11 @@ impl Session<'_> {
     /// which then waits for its place in the log.
     fn finisher_before(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
-        let wakes = |e: usize| matches!(self.trace.events.get(e).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var));
-        if !wakes(self.state.pos) {
+        let next = self.trace.events.get(self.state.pos).map(|ev| &ev.kind);
+        if !matches!(next, Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var)) {
             return None;
         }
-        let returns = |t: usize| {
-            let next = self.next_event_of(self.state.threads[t].rec);
-            matches!(self.trace.events.get(next).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })))
-        };
+        let returns = |t: usize| matches!(self.next_logged(t).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
         (0..self.state.threads.len())
             .filter(|&t| t != j && self.free(t) && returns(t))
             .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
@@ -686,6 +685,12 @@ impl Session<'_> {
     pub(super) fn next_owner(&self) -> Option<usize> {
         let e = self.trace.events.get(self.state.pos)?;
         self.state.by_rec.get(&e.tid).copied()
+    }
+
+    /// Thread `i`'s next logged event at or after the current one, if
+    /// any.
+    pub(super) fn next_logged(&self, i: usize) -> Option<&weft_record::Event> {
+        self.trace.events.get(self.next_event_of(self.state.threads[i].rec))
     }
 
     /// Index of thread `rec`'s next event at or after the current one.
