@@ -419,12 +419,23 @@ impl Session<'_> {
     /// Whether syscall entry `e` of thread `i` is a runtime futex wait's
     /// start that the log does not hold next for the thread (nor as a
     /// soft event): [`Session::unlogged_wait`] decides when it returns.
+    /// A wait whose thread's next event waits on the same word for another
+    /// value is no such wait: the word's values diverged (a consumer that
+    /// finds a condition variable's counter far ahead of the log's), and
+    /// the mismatch stands, where the search can take it up; made as an
+    /// unlogged wait, it let the threads run on to the program's end
+    /// without matching an event.
     pub(super) fn unlogged_wait_start(&self, i: usize, e: &super::Entry) -> bool {
-        use weft_record::event::SyncOp;
+        use weft_record::event::{Sync, SyncOp};
         if e.nr != weft_record::runtime::NR_SYNC || e.args[0] as i64 != SyncOp::FutexWaitStart as i64 || self.soft_marker(i, e) {
             return false;
         }
-        self.next_logged(i).is_none_or(|own| self.mismatch(i, &Observed::Syscall(*e), own).is_some())
+        let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
+        match self.next_logged(i) {
+            Some(ev) if matches!(&ev.kind, EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. }) if *var == word) => false,
+            Some(own) => self.mismatch(i, &Observed::Syscall(*e), own).is_some(),
+            None => true,
+        }
     }
 
     /// Whether the word of thread `i`'s runtime wait start `e` (at the
