@@ -281,6 +281,24 @@ fn an_unpark_the_recording_never_made_replays_in_log_order() {
     }
 }
 
+/// Three producers that send as fast as they can on one std mpsc
+/// channel, whose receiver parks and is woken by whichever send finds it
+/// parked (tests/rust/producers.rs). The log holds who woke it, not the
+/// sends around the wakes; the replay infers them: a waker runs on past
+/// its wake while the woken receiver is being scheduled, and a producer
+/// that made no wake while the receiver was parked sent before it parked.
+/// Before, 9 recordings of 12 failed in log order (a producer's sends
+/// woke the receiver where the log has another's wake). Three
+/// recordings, each valid in log order.
+#[test]
+fn producers_on_a_channel_replay_in_log_order() {
+    let prog = rust_program("producers");
+    for n in 0..3 {
+        let (rec, _) = first_attempt(&format!("producers-{n}"), &[prog.to_str().unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), "counts [2000, 2000, 2000] sum 2910876\n");
+    }
+}
+
 /// A contended lock's wait has a place in the log (`LockWait`): the
 /// other thread's flag store, made before it waited for the mutex, is
 /// replayed there, long before the main thread reads the flag, and not at

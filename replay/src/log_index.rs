@@ -39,6 +39,8 @@ pub(crate) struct LogIndex {
     /// Each recorded thread's event indices, ascending, soft events left
     /// out.
     thread_events: HashMap<Tid, Vec<usize>>,
+    /// Each recorded thread's soft events' indices, ascending.
+    thread_soft_events: HashMap<Tid, Vec<usize>>,
     lock_words: HashSet<u64>,
     /// Futex words the log wakes and never waits on.
     wake_only: HashSet<u64>,
@@ -73,8 +75,12 @@ impl LogIndex {
                 index.runtime_off.push((i, e.tid));
             }
             match index.soft_word(e) {
-                Some(word) if index.lock_words.contains(&word) => *counts.entry(word).or_default() += 1,
-                Some(_) => {}
+                Some(word) => {
+                    if index.lock_words.contains(&word) {
+                        *counts.entry(word).or_default() += 1;
+                    }
+                    index.thread_soft_events.entry(e.tid).or_default().push(i);
+                }
                 None => index.thread_events.entry(e.tid).or_default().push(i),
             }
         }
@@ -93,6 +99,11 @@ impl LogIndex {
     /// Thread `rec`'s events that the replay matches, ascending.
     pub(crate) fn events_of(&self, rec: Tid) -> Option<&[usize]> {
         self.thread_events.get(&rec).map(Vec::as_slice)
+    }
+
+    /// Thread `rec`'s soft events ([`LogIndex::is_soft`]), ascending.
+    pub(crate) fn soft_events_of(&self, rec: Tid) -> &[usize] {
+        self.thread_soft_events.get(&rec).map_or(&[], Vec::as_slice)
     }
 
     /// Whether `e` is a soft event: a futex call on a lock word.

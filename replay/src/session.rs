@@ -267,6 +267,13 @@ struct Thread {
     next_point: Option<Op>,
     /// At a runtime marker, the point before it is done.
     marked: bool,
+    /// It keeps the core through its synchronization points up to its
+    /// next syscall or marker ([`Session::runs_on`]): a waker, and the
+    /// index of the woken thread's return in the log
+    /// ([`Session::wakes_next_waiter`]); or a thread with no event left,
+    /// before another ends the process (`usize::MAX`,
+    /// [`Session::ender_before`]).
+    runs_on: Option<usize>,
     /// The futex word of a runtime wait the log does not hold, which the
     /// replay lets return EAGAIN once another thread changed the word
     /// ([`Session::unlogged_wait`]): its return marker is not an event.
@@ -307,6 +314,7 @@ impl Thread {
             reported: None,
             next_point: None,
             marked: false,
+            runs_on: None,
             unlogged_wait: None,
             exit_due: false,
             filters: Vec::new(),

@@ -46,6 +46,7 @@ impl Session<'_> {
             }
             return Ok(Step::End(self.kill_as_recorded(rec)?));
         }
+        self.state.threads[i].runs_on = None;
         let me = self.state.threads[i].rec;
         if expected.tid != me && !matches!(expected.kind, EventKind::End(_)) {
             // A wait the log does not hold is made now, not at the
@@ -116,11 +117,28 @@ impl Session<'_> {
             // What follows a start routine's return is libc's teardown,
             // which the recording ran at once: glibc's count of live
             // threads, decremented there, decides which thread's exit is
-            // the process's exit_group.
-            EventKind::Sync(s) if s.op == SyncOp::ThreadReturn => false,
+            // the process's exit_group. Unless the thread's exit is that
+            // exit_group and other threads' events come first: then their
+            // teardowns ran before its own, and it waits for its turn.
+            EventKind::Sync(s) if s.op == SyncOp::ThreadReturn => {
+                let ends_process = matches!(self.next_logged(i).map(|e| &e.kind), Some(EventKind::Syscall(c)) if c.nr == libc::SYS_exit_group);
+                ends_process && self.next_owner().is_some_and(|j| j != i)
+            }
+            EventKind::Sync(s) if s.op == SyncOp::FutexWake => match self.wakes_next_waiter(i, s.var) {
+                Some(woken) => {
+                    self.state.threads[i].runs_on = Some(woken);
+                    false
+                }
+                None => true,
+            },
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
+        if matches!(step, Step::Stay) {
+            if let Some(t) = self.ender_before(i) {
+                return Ok(Step::Switch(Some(t)));
+            }
+        }
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
             return self.sync_point(i, Some(Op::Matched));
@@ -221,6 +239,30 @@ impl Session<'_> {
             }
             _ => None,
         }
+    }
+
+    /// The index of the wait that thread `i`'s futex wake on `var`, just
+    /// matched, ended, when that wait's return is the log's next event of
+    /// another thread (a parked receiver, a condition variable's waiter;
+    /// not a lock word's waiter, which takes the lock). The waker then
+    /// runs on to its next event before the woken thread
+    /// ([`Session::runs_on`]): in the recording the woken thread took tens
+    /// of microseconds to be scheduled, while the waker went on with its
+    /// unlogged work (a sender's next items). Handed over at once, the
+    /// woken thread found that work not done: a receiver drained the
+    /// channel and parked again before the sends the recording made
+    /// first, the sender then woke it where the recording did not, and a
+    /// later sender found no one to wake. `None` too when the waker's next
+    /// event wakes `var` again: the woken thread had parked again before
+    /// it, so the waker was not that far ahead.
+    fn wakes_next_waiter(&self, i: usize, var: u64) -> Option<usize> {
+        let wait_on_var = |e: &Event, op: SyncOp| matches!(&e.kind, EventKind::Sync(s) if s.op == op && s.var == var);
+        if self.log.is_lock_word(var) || self.next_logged(i).is_some_and(|e| wait_on_var(e, SyncOp::FutexWake)) {
+            return None;
+        }
+        let rec = self.state.threads[i].rec;
+        let woken = self.state.pos + self.trace.events[self.state.pos..].iter().position(|e| e.tid != rec)?;
+        wait_on_var(&self.trace.events[woken], SyncOp::FutexWait).then_some(woken)
     }
 
     /// Whether thread `i`, whose arrival at barrier `var` was just

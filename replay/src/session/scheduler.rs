@@ -24,6 +24,12 @@ use weft_record::Tid;
 /// that only another thread's store ends.
 const SPINS_BEFORE_WAIT: u64 = 64;
 
+/// Scheduling points a thread that runs on ([`Session::runs_on`]) keeps
+/// the core through, at most: a run-on is a stretch of unlogged work (a
+/// producer's last sends, a thread's teardown), not a loop that only the
+/// process's end stopped in the recording.
+const RUN_ON_POINTS: u64 = 10_000;
+
 /// What an interactive replay runs until (`run` runs to the end).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Goal {
@@ -497,15 +503,18 @@ impl Session<'_> {
             // work (pthread_cancel's flag, which a cancellation point tests
             // on entry) must not come first.
             _ if !granted && self.blocked_until_signal(i) => i,
+            _ if !granted && self.runs_on(i, op) => i,
             // With the order logged, after an event or a release (a
             // lock word's too), the log's next thread takes over: each thread's
             // unordered work runs as late as the log allows, so what
             // another thread reads without a lock (or takes as a lock
             // word) is not yet changed. A waiter may have to read first.
-            Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).or_else(|| self.finisher_before(j)).unwrap_or(j),
+            Some(j) if handover && !granted && self.runnable(j) => {
+                self.reader_before(i, j).or_else(|| self.finisher_before(j)).or_else(|| self.ender_before(j)).unwrap_or(j)
+            }
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
-            Some(j) if self.runnable(j) => j,
+            Some(j) if self.runnable(j) => self.ender_before(j).unwrap_or(j),
             _ => self.rotate(i),
         };
         self.record_sync(i, default, granted);
@@ -528,6 +537,31 @@ impl Session<'_> {
             _ if default == i => Step::Stay,
             _ => Step::Switch(Some(default)),
         })
+    }
+
+    /// Whether thread `i`, a waker that runs on to its next event
+    /// ([`Session::wakes_next_waiter`]), keeps the core at its point at
+    /// `op`. Its run ends at the release of a lock word whose wake the log
+    /// holds as the thread's next event (a soft one) after the woken
+    /// thread's return: it still held that lock when the woken thread ran
+    /// (a channel's waker list, which the woken receiver then waited for).
+    /// A run-on ends, too, after [`RUN_ON_POINTS`] points.
+    fn runs_on(&mut self, i: usize, op: Option<Op>) -> bool {
+        use weft_record::event::{Sync, SyncOp};
+        let Some(woken) = self.state.threads[i].runs_on else { return false };
+        if self.state.threads[i].steps > RUN_ON_POINTS {
+            self.state.threads[i].runs_on = None;
+            return false;
+        }
+        let next = self.next_own_event(self.state.threads[i].rec);
+        let released_later = match (op, self.trace.events.get(next).map(|e| &e.kind)) {
+            (Some(Op::Released(word)), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }))) => next > woken && *var == word,
+            _ => false,
+        };
+        if released_later {
+            self.state.threads[i].runs_on = None;
+        }
+        !released_later
     }
 
     /// The thread that must read a futex word before thread `j`, the log's
@@ -560,25 +594,85 @@ impl Session<'_> {
     }
 
     /// A thread to run before thread `j`, the log's next thread, wakes a
-    /// futex word: one whose next event is the return from its start
-    /// routine (`ThreadReturn`), that is, one whose last stretch is all
-    /// that is left of it. That stretch holds its teardown (a scoped
-    /// thread's decrement of its scope's running count, a join handle's
-    /// packet), which in the recording came before it returned, and often
-    /// before the other threads' events between: the thread that finds
-    /// itself last to finish wakes the waiter (Rust's `thread::scope`), so
-    /// the others must have finished first. It runs up to its return,
-    /// which then waits for its place in the log.
+    /// futex word or starts a wait on one (parks): one whose next event
+    /// is the return from its start routine (`ThreadReturn`), that is,
+    /// one whose last stretch is all that is left of it. That stretch
+    /// holds its teardown and often its last unlogged work, which in the
+    /// recording came before the wake or the wait:
+    /// - before a wake: the thread that finds itself last to finish wakes
+    ///   the waiter (Rust's `thread::scope`), so the others must have
+    ///   finished first;
+    /// - before a wait: a producer that made no wake while the consumer
+    ///   was parked sent before the consumer parked (the consumer drained
+    ///   its messages first); run after the wait starts, its sends would
+    ///   wake the consumer where the recording did not.
+    ///
+    /// It runs up to its return, which then waits for its place in the
+    /// log. Only a thread with nothing logged before its return (soft
+    /// events, a lock word's contended wait, included), and whose return
+    /// the log places before the wait's end (the woken wait's return, or
+    /// the next wake of the word that the wait starts on), counts: any
+    /// other still had work ahead after that point. So does a thread that
+    /// woke the word before: it is one of the word's wakers (a producer
+    /// that woke the consumer earlier), whose last stretch may wake it
+    /// again, where the log places another thread's wake.
     fn finisher_before(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
-        let next = self.trace.events.get(self.state.pos).map(|ev| &ev.kind);
-        if !matches!(next, Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var)) {
+        let (word, ends) = match self.trace.events.get(self.state.pos).map(|ev| &ev.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWait),
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWake),
+            _ => return None,
+        };
+        let returns = |t: usize| {
+            let rec = self.state.threads[t].rec;
+            matches!(self.trace.events.get(self.next_own_event(rec)).map(|e| &e.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })))
+                && !self.woke(rec, word)
+        };
+        let candidates: Vec<usize> = (0..self.state.threads.len()).filter(|&t| t != j && self.free(t) && returns(t)).collect();
+        if candidates.is_empty() {
             return None;
         }
-        let returns = |t: usize| matches!(self.next_logged(t).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
-        (0..self.state.threads.len())
-            .filter(|&t| t != j && self.free(t) && returns(t))
+        let end = self.trace.events[self.state.pos..]
+            .iter()
+            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == ends && s.var == word))
+            .map_or(usize::MAX, |k| self.state.pos + k);
+        candidates
+            .into_iter()
+            .filter(|&t| self.next_own_event(self.state.threads[t].rec) < end)
             .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
+    }
+
+    /// A thread to run before thread `j` ends its process with the log's
+    /// next event, an exit_group: another thread of the process with no
+    /// event left. In the recording the exit_group found it somewhere
+    /// after its last event, often in its teardown, past glibc's
+    /// decrement of the count of live threads: the count that made `j`'s
+    /// exit the process's exit_group rather than a thread's exit (a main
+    /// that called pthread_exit, whose last worker to finish ends the
+    /// process). It runs on ([`Session::runs_on`]) to its next syscall,
+    /// which no event matches, and waits there for the process's end.
+    pub(super) fn ender_before(&mut self, j: usize) -> Option<usize> {
+        let next = self.trace.events.get(self.state.pos)?;
+        if next.tid != self.state.threads[j].rec || !matches!(&next.kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit_group) {
+            return None;
+        }
+        let proc = self.state.threads[j].proc;
+        let t = (0..self.state.threads.len()).find(|&t| {
+            t != j && self.state.threads[t].proc == proc && self.free(t) && self.next_own_event(self.state.threads[t].rec) == usize::MAX
+        })?;
+        self.state.threads[t].runs_on = Some(usize::MAX);
+        Some(t)
+    }
+
+    /// Whether thread `rec` woke futex word `word` before the log's
+    /// current position.
+    fn woke(&self, rec: Tid, word: u64) -> bool {
+        use weft_record::event::{Sync, SyncOp};
+        let list = self.log.events_of(rec).unwrap_or_default();
+        list[..list.partition_point(|&e| e < self.state.pos)]
+            .iter()
+            .rev()
+            .any(|&e| matches!(&self.trace.events[e].kind, EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }) if *var == word))
     }
 
     /// Whether thread `i`, at a synchronization point at `op`, runs on
@@ -656,7 +750,7 @@ impl Session<'_> {
             return Ok(j);
         }
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
-            return Ok(self.finisher_before(j).unwrap_or(j));
+            return Ok(self.finisher_before(j).or_else(|| self.ender_before(j)).unwrap_or(j));
         }
         let free = (0..self.state.threads.len())
             .filter(|&j| self.free(j))
@@ -702,6 +796,15 @@ impl Session<'_> {
     /// any.
     pub(super) fn next_logged(&self, i: usize) -> Option<&weft_record::Event> {
         self.trace.events.get(self.next_event_of(self.state.threads[i].rec))
+    }
+
+    /// Index of thread `rec`'s next event at or after the current one,
+    /// soft events ([`LogIndex::is_soft`]) included: where the recording
+    /// shows it next, matched or not.
+    pub(super) fn next_own_event(&self, rec: Tid) -> usize {
+        let soft = self.log.soft_events_of(rec);
+        let next_soft = soft.get(soft.partition_point(|&e| e < self.state.pos)).copied().unwrap_or(usize::MAX);
+        next_soft.min(self.next_event_of(rec))
     }
 
     /// Index of thread `rec`'s next event at or after the current one.
