@@ -42,6 +42,8 @@ pub(crate) struct LogIndex {
     /// Each recorded thread's soft events' indices, ascending.
     thread_soft_events: HashMap<Tid, Vec<usize>>,
     lock_words: HashSet<u64>,
+    /// Flag words ([`flag_words`]).
+    flag_words: HashSet<u64>,
     /// Futex words the log wakes and never waits on.
     wake_only: HashSet<u64>,
     /// The synchronization objects the log orders: every logged
@@ -60,7 +62,7 @@ impl LogIndex {
     pub(crate) fn new(trace: &Trace) -> Self {
         let lock_words = lock_words(&trace.events);
         let wake_only = wake_only_words(&trace.events);
-        let mut index = Self { lock_words, wake_only, ..Self::default() };
+        let mut index = Self { lock_words, flag_words: flag_words(&trace.events), wake_only, ..Self::default() };
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for (i, e) in trace.events.iter().enumerate() {
             match &e.kind {
@@ -132,6 +134,12 @@ impl LogIndex {
         self.sync_vars.contains(&addr)
     }
 
+    /// Whether `addr` is a flag word: every logged wait on it expects one
+    /// value, and not a lock word's ([`flag_words`]).
+    pub(crate) fn is_flag_word(&self, addr: u64) -> bool {
+        self.flag_words.contains(&addr)
+    }
+
     /// Whether `addr` is a lock word.
     pub(crate) fn is_lock_word(&self, addr: u64) -> bool {
         self.lock_words.contains(&addr)
@@ -162,13 +170,30 @@ fn is_futex_call(op: SyncOp) -> bool {
 /// The futex words every logged wait on which expected [`CONTENDED`]
 /// (a FutexWaitStart's result is the value it expects).
 fn lock_words(events: &[Event]) -> HashSet<u64> {
-    let mut verdict: HashMap<u64, bool> = HashMap::new();
+    words_waited_for(events, |value| value == CONTENDED)
+}
+
+/// The futex words whose every logged wait expects one value, other than
+/// a lock word's: a flag that one thread parks on until another sets and
+/// wakes it (Rust's thread parker, -1 while parked), not a counter (a
+/// condition variable's sequence, whose waits expect ever new values).
+fn flag_words(events: &[Event]) -> HashSet<u64> {
+    words_waited_for(events, |value| value != CONTENDED)
+}
+
+/// The futex words whose logged waits all expect the same value, one
+/// that `accept` accepts.
+fn words_waited_for(events: &[Event], accept: impl Fn(i64) -> bool) -> HashSet<u64> {
+    let mut expected: HashMap<u64, Option<i64>> = HashMap::new();
     for e in events {
         if let EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result }) = &e.kind {
-            *verdict.entry(*var).or_insert(true) &= *result == CONTENDED;
+            let seen = expected.entry(*var).or_insert(Some(*result));
+            if *seen != Some(*result) {
+                *seen = None;
+            }
         }
     }
-    verdict.into_iter().filter(|&(_, lock)| lock).map(|(word, _)| word).collect()
+    expected.into_iter().filter(|&(_, value)| value.is_some_and(&accept)).map(|(word, _)| word).collect()
 }
 
 /// The futex words the log wakes and never waits on.

@@ -243,8 +243,9 @@ impl Session<'_> {
 
     /// The index of the wait that thread `i`'s futex wake on `var`, just
     /// matched, ended, when that wait's return is the log's next event of
-    /// another thread (a parked receiver, a condition variable's waiter;
-    /// not a lock word's waiter, which takes the lock). The waker then
+    /// another thread, and `var` is a flag word (a parked receiver's
+    /// parker; not a condition variable's counter, whose woken waiter
+    /// takes the mutex next, nor a lock word). The waker then
     /// runs on to its next event before the woken thread
     /// ([`Session::runs_on`]): in the recording the woken thread took tens
     /// of microseconds to be scheduled, while the waker went on with its
@@ -257,7 +258,7 @@ impl Session<'_> {
     /// it, so the waker was not that far ahead.
     fn wakes_next_waiter(&self, i: usize, var: u64) -> Option<usize> {
         let wait_on_var = |e: &Event, op: SyncOp| matches!(&e.kind, EventKind::Sync(s) if s.op == op && s.var == var);
-        if self.log.is_lock_word(var) || self.next_logged(i).is_some_and(|e| wait_on_var(e, SyncOp::FutexWake)) {
+        if !self.log.is_flag_word(var) || self.next_logged(i).is_some_and(|e| wait_on_var(e, SyncOp::FutexWake)) {
             return None;
         }
         let rec = self.state.threads[i].rec;
