@@ -245,4 +245,18 @@ mod tests {
         assert!(!words.contains(&0x20), "a condition variable's counter that once was 2");
         assert_eq!(wake_only_words(&events), HashSet::from([0x30]), "woken, never waited on");
     }
+
+    #[test]
+    fn a_flag_word_is_always_waited_for_with_one_value() {
+        let parked = u32::MAX as i64;
+        let events = vec![
+            sync(1, SyncOp::FutexWaitStart, 0x10, parked),
+            sync(2, SyncOp::FutexWake, 0x10, 0),
+            sync(1, SyncOp::FutexWaitStart, 0x10, parked),
+            sync(1, SyncOp::FutexWaitStart, 0x20, 0),
+            sync(1, SyncOp::FutexWaitStart, 0x20, 1),
+            sync(2, SyncOp::FutexWaitStart, 0x30, 2),
+        ];
+        assert_eq!(flag_words(&events), HashSet::from([0x10]), "a parker; not a counter (0x20) nor a lock word (0x30)");
+    }
 }

@@ -180,6 +180,18 @@ struct Delivery {
 }
 
 /// What the replay did at an event point.
+/// Why a thread runs on past its synchronization points
+/// ([`Session::runs_on`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunOn {
+    /// It woke the thread whose wait returns at this index of the log
+    /// ([`Session::wakes_next_waiter`]).
+    Waker { woken: usize },
+    /// It has no event left, and another thread's exit_group ends its
+    /// process ([`Session::ender_before`]).
+    Ender,
+}
+
 enum Observed {
     Syscall(Entry),
     Signal(i32, u64),
@@ -267,13 +279,9 @@ struct Thread {
     next_point: Option<Op>,
     /// At a runtime marker, the point before it is done.
     marked: bool,
-    /// It keeps the core through its synchronization points up to its
-    /// next syscall or marker ([`Session::runs_on`]): a waker, and the
-    /// index of the woken thread's return in the log
-    /// ([`Session::wakes_next_waiter`]); or a thread with no event left,
-    /// before another ends the process (`usize::MAX`,
-    /// [`Session::ender_before`]).
-    runs_on: Option<usize>,
+    /// Why it keeps the core through its synchronization points up to
+    /// its next syscall or futex call, if it does ([`Session::runs_on`]).
+    runs_on: Option<RunOn>,
     /// The futex word of a runtime wait the log does not hold, which the
     /// replay lets return EAGAIN once another thread changed the word
     /// ([`Session::unlogged_wait`]): its return marker is not an event.

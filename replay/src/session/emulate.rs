@@ -126,7 +126,7 @@ impl Session<'_> {
             }
             EventKind::Sync(s) if s.op == SyncOp::FutexWake => match self.wakes_next_waiter(i, s.var) {
                 Some(woken) => {
-                    self.state.threads[i].runs_on = Some(woken);
+                    self.state.threads[i].runs_on = Some(super::RunOn::Waker { woken });
                     false
                 }
                 None => true,

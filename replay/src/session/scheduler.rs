@@ -4,7 +4,7 @@
 //! the preemptions a schedule adds (Algorithm 1's `sync<n,t>`, read as a
 //! [`Grant`]), and the checks at the end of a replay.
 
-use super::{Advance, At, Grant, Observed, Outcome, ProcessEnd, Session, Step, Thread, Until};
+use super::{Advance, At, Grant, Observed, Outcome, ProcessEnd, RunOn, Session, Step, Thread, Until};
 use crate::digest;
 use crate::failure::Failure;
 use crate::futex;
@@ -541,29 +541,27 @@ impl Session<'_> {
         })
     }
 
-    /// Whether thread `i`, a waker that runs on to its next event
-    /// ([`Session::wakes_next_waiter`]), keeps the core at its point at
-    /// `op`. Its run ends at the release of a lock word whose wake the log
-    /// holds as the thread's next event (a soft one) after the woken
-    /// thread's return: it still held that lock when the woken thread ran
-    /// (a channel's waker list, which the woken receiver then waited for).
-    /// A run-on ends, too, after [`RUN_ON_POINTS`] points.
+    /// Whether thread `i`, which runs on ([`RunOn`]), keeps the core at
+    /// its point at `op`. A waker's run ends at the release of a lock word
+    /// whose wake the log holds as the thread's next event (a soft one)
+    /// after the woken thread's return: it still held that lock when the
+    /// woken thread ran (a channel's waker list, which the woken receiver
+    /// then waited for). Any run-on ends after [`RUN_ON_POINTS`] points.
     fn runs_on(&mut self, i: usize, op: Option<Op>) -> bool {
         use weft_record::event::{Sync, SyncOp};
-        let Some(woken) = self.state.threads[i].runs_on else { return false };
-        if self.state.threads[i].steps > RUN_ON_POINTS {
-            self.state.threads[i].runs_on = None;
-            return false;
-        }
+        let Some(run) = self.state.threads[i].runs_on else { return false };
         let next = self.next_own_event(self.state.threads[i].rec);
-        let released_later = match (op, self.trace.events.get(next).map(|e| &e.kind)) {
-            (Some(Op::Released(word)), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }))) => next > woken && *var == word,
-            _ => false,
-        };
-        if released_later {
+        let ends = self.state.threads[i].steps > RUN_ON_POINTS
+            || match (run, op, self.trace.events.get(next).map(|e| &e.kind)) {
+                (RunOn::Waker { woken }, Some(Op::Released(word)), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }))) => {
+                    next > woken && *var == word
+                }
+                _ => false,
+            };
+        if ends {
             self.state.threads[i].runs_on = None;
         }
-        !released_later
+        !ends
     }
 
     /// The thread that must read a futex word before thread `j`, the log's
@@ -681,7 +679,7 @@ impl Session<'_> {
         let t = (0..self.state.threads.len()).find(|&t| {
             t != j && self.state.threads[t].proc == proc && self.free(t) && self.next_own_event(self.state.threads[t].rec) == usize::MAX
         })?;
-        self.state.threads[t].runs_on = Some(usize::MAX);
+        self.state.threads[t].runs_on = Some(RunOn::Ender);
         Some(t)
     }
 
