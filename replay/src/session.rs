@@ -179,7 +179,6 @@ struct Delivery {
     exact: bool,
 }
 
-/// What the replay did at an event point.
 /// Why a thread runs on past its synchronization points
 /// ([`Session::runs_on`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -192,6 +191,7 @@ enum RunOn {
     Ender,
 }
 
+/// What the replay did at an event point.
 enum Observed {
     Syscall(Entry),
     Signal(i32, u64),

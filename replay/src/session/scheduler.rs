@@ -511,12 +511,10 @@ impl Session<'_> {
             // unordered work runs as late as the log allows, so what
             // another thread reads without a lock (or takes as a lock
             // word) is not yet changed. A waiter may have to read first.
-            Some(j) if handover && !granted && self.runnable(j) => {
-                self.reader_before(i, j).or_else(|| self.finisher_before(j)).or_else(|| self.ender_before(j)).unwrap_or(j)
-            }
+            Some(j) if handover && !granted && self.runnable(j) => self.reader_before(i, j).or_else(|| self.before_owner(j)).unwrap_or(j),
             _ if granted || self.sync_logged => i,
             Some(j) if j == i => i,
-            Some(j) if self.runnable(j) => self.ender_before(j).unwrap_or(j),
+            Some(j) if self.runnable(j) => self.before_owner(j).unwrap_or(j),
             _ => self.rotate(i),
         };
         self.record_sync(i, default, granted);
@@ -593,6 +591,14 @@ impl Session<'_> {
         candidates.filter(|&t| waits_for_now(t)).min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
 
+    /// A thread to run before thread `j`, the owner of the log's next
+    /// event, runs to it: one finishing before `j`'s wake or park
+    /// ([`Session::finisher_before`]), or one with no event left before
+    /// `j`'s exit_group ([`Session::ender_before`]).
+    fn before_owner(&mut self, j: usize) -> Option<usize> {
+        self.finisher_before(j).or_else(|| self.ender_before(j))
+    }
+
     /// A thread to run before thread `j`, the log's next thread, wakes a
     /// futex word or starts a wait on one (parks): one whose next event
     /// is the return from its start routine (`ThreadReturn`), that is,
@@ -617,8 +623,8 @@ impl Session<'_> {
     /// return, or the next wake of the word the wait starts on), or, for
     /// a wake, after the woken thread moved on ([`Session::moved_on`]): a
     /// return between those was a thread still at its work while the
-    /// waiter woke (a producer's last sends, 28 channel recordings of
-    /// 28), one after them only a slow teardown (a scoped thread's
+    /// waiter woke (a producer's last sends, 36 channel recordings of
+    /// 36), one after them only a slow teardown (a scoped thread's
     /// decrement came before the last thread's, 12 scope recordings of
     /// 17, 8 without this).
     fn finisher_before(&self, j: usize) -> Option<usize> {
@@ -628,12 +634,15 @@ impl Session<'_> {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWake),
             _ => return None,
         };
+        // Each candidate with the index of its return.
         let returns = |t: usize| {
             let rec = self.state.threads[t].rec;
-            matches!(self.trace.events.get(self.next_own_event(rec)).map(|e| &e.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })))
-                && !self.woke(rec, word)
+            let ret = self.next_own_event(rec);
+            let is_return = matches!(self.trace.events.get(ret).map(|e| &e.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
+            (is_return && !self.woke(rec, word)).then_some((t, ret))
         };
-        let candidates: Vec<usize> = (0..self.state.threads.len()).filter(|&t| t != j && self.free(t) && returns(t)).collect();
+        let candidates: Vec<(usize, usize)> =
+            (0..self.state.threads.len()).filter(|&t| t != j && self.free(t)).filter_map(returns).collect();
         if candidates.is_empty() {
             return None;
         }
@@ -642,11 +651,11 @@ impl Session<'_> {
             .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == ends && s.var == word))
             .map_or(usize::MAX, |k| self.state.pos + k);
         let moved_on = if ends == SyncOp::FutexWait { self.moved_on(end, word) } else { usize::MAX };
-        let in_time = |t: usize| {
-            let ret = self.next_own_event(self.state.threads[t].rec);
-            ret < end || ret > moved_on
-        };
-        candidates.into_iter().filter(|&t| in_time(t)).min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
+        candidates
+            .into_iter()
+            .filter(|&(_, ret)| ret < end || ret > moved_on)
+            .map(|(t, _)| t)
+            .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
 
     /// The index of the first event, after the wait that returns at index
@@ -756,8 +765,8 @@ impl Session<'_> {
     }
 
     /// The thread to run when the current one cannot: the owner of the
-    /// log's next event if it can run (after a thread that must finish
-    /// before its wake, [`Session::finisher_before`]); else the free thread whose next
+    /// log's next event if it can run (after a thread that must go
+    /// before it, [`Session::before_owner`]); else the free thread whose next
     /// event comes first in the log (seed 000's deterministic next thread);
     /// else a deadlock.
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
@@ -769,7 +778,7 @@ impl Session<'_> {
             return Ok(j);
         }
         if let Some(j) = self.next_owner().filter(|&j| self.runnable(j)) {
-            return Ok(self.finisher_before(j).or_else(|| self.ender_before(j)).unwrap_or(j));
+            return Ok(self.before_owner(j).unwrap_or(j));
         }
         let free = (0..self.state.threads.len())
             .filter(|&j| self.free(j))
@@ -820,15 +829,10 @@ impl Session<'_> {
     /// Index of thread `rec`'s next event at or after the current one,
     /// soft events ([`LogIndex::is_soft`]) included: where the recording
     /// shows it next, matched or not.
-    pub(super) fn next_own_event(&self, rec: Tid) -> usize {
-        self.own_event_from(rec, self.state.pos)
-    }
-
-    /// Index of thread `rec`'s first event at or after index `from`, soft
-    /// events included.
-    pub(super) fn own_event_from(&self, rec: Tid, from: usize) -> usize {
-        let first = |list: &[usize]| list.get(list.partition_point(|&e| e < from)).copied().unwrap_or(usize::MAX);
-        first(self.log.soft_events_of(rec)).min(first(self.log.events_of(rec).unwrap_or_default()))
+    fn next_own_event(&self, rec: Tid) -> usize {
+        let soft = self.log.soft_events_of(rec);
+        let next_soft = soft.get(soft.partition_point(|&e| e < self.state.pos)).copied().unwrap_or(usize::MAX);
+        next_soft.min(self.next_event_of(rec))
     }
 
     /// Index of thread `rec`'s next event at or after the current one.
