@@ -100,3 +100,36 @@ fn without_a_valid_schedule_the_debugger_serves_up_to_the_divergence() {
     assert!(when.contains("diverges") && when.contains("unmatched event"), "monitor when says where:\n{text}");
     assert!(!trace.join("schedule").exists(), "an invalid schedule is not saved");
 }
+
+/// Fine-grained exploration (seed 000 §4.3): racyflag's checker must
+/// read main's store to x between that store and main's load of y, where
+/// main makes no call and takes no lock. No preemption at a
+/// synchronization point gets past the failure; the search traces the
+/// window's accesses by page protection, reverses the race on x, and
+/// saves the reversal in the schedule, which the next replay follows.
+#[test]
+fn a_race_reversal_replays_what_no_preemption_can() {
+    let prog = program("racyflag");
+    let recorded = (0..5).find_map(|attempt| {
+        let trace = trace_dir(&format!("racyflag-{attempt}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        (rec.stdout == b"checker done\nmain saw y\n").then_some(trace)
+    });
+    let trace = recorded.expect("five recordings of racyflag all missed the race (main never saw y)");
+    let plain = replay(&trace, &["--no-explore"]);
+    assert_eq!(plain.status.code(), Some(2), "one core runs main's store and load together: {}", err(&plain));
+
+    let explored = replay(&trace, &[]);
+    assert_eq!(explored.status.code(), Some(0), "{}", err(&explored));
+    assert_eq!(explored.stdout, b"checker done\nmain saw y\n", "the output appears once, as recorded");
+    let log = err(&explored);
+    assert!(log.contains("race reversals (seed 000 §4.3)") && log.contains("race reversal race<"), "{log}");
+    let saved = std::fs::read_to_string(trace.join("schedule")).unwrap();
+    assert!(saved.lines().any(|l| l.starts_with("race ")), "{saved}");
+
+    let again = replay(&trace, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", err(&again));
+    assert_eq!(again.stdout, b"checker done\nmain saw y\n");
+    assert!(!err(&again).contains("exploring"), "the saved reversal needs no search: {}", err(&again));
+}

@@ -11,12 +11,16 @@
 //! failure that looks like one passed before first tries the preemption
 //! that passed it (`cache.rs`, §5). Start with `search.rs`.
 //!
+//! When nothing coarse gets past a failure, fine-grained exploration
+//! (`fine.rs`, §4.3) traces the window's memory accesses by page
+//! protection and reverses its races.
+//!
 //! Attempts resume from the replayer's checkpoints (`weft_replay::Replayer`)
-//! instead of starting the program again. Not yet here: fine-grained
-//! exploration (§4.3, reordering racy memory accesses).
+//! instead of starting the program again.
 
 mod cache;
 mod coarse;
+mod fine;
 mod search;
 mod window;
 

@@ -25,6 +25,11 @@
 //! then mark the input done before that consumer compresses it (the
 //! second), so that the other consumer exits where the log says.
 //!
+//! When neither single preemptions nor pairs get past a failure, its
+//! window's accesses are traced and its races reversed (fine-grained
+//! exploration, §4.3, `fine.rs`); a reversal is admitted like a
+//! preemption.
+//!
 //! Attempts run on one [`Replayer`] with checkpoints: an attempt resumes
 //! from the latest checkpoint taken under the same preemptions before its
 //! own first difference, usually just before the window. Replays are
@@ -33,12 +38,13 @@
 
 use crate::cache::{FailureCache, Key};
 use crate::coarse;
-use crate::window::ThreadEvents;
+use crate::fine;
+use crate::window::{ThreadEvents, Window};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use weft_record::Trace;
-use weft_replay::{CheckpointPolicy, Outcome, Preemption, ReplayOptions, Replayer, Report, Schedule, SyncRecord};
+use weft_replay::{AccessTracing, CheckpointPolicy, Outcome, Preemption, ReplayOptions, Replayer, Report, Reversal, Schedule, SyncRecord};
 
 /// Synchronization records a failed replay keeps for its window.
 const SYNC_TRACE_LEN: usize = 4096;
@@ -73,6 +79,46 @@ impl Default for ExploreOptions {
             checkpoints: Some(CheckpointPolicy::default()),
         }
     }
+}
+
+/// One decision a search adds to a schedule: a coarse-grained preemption
+/// (§4.2) or a race reversal (§4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Choice {
+    Preempt(Preemption),
+    Reverse(Reversal),
+}
+
+impl Choice {
+    /// The synchronization count from which the choice changes the replay.
+    fn sync(&self) -> u64 {
+        match self {
+            Choice::Preempt(p) => p.sync,
+            Choice::Reverse(r) => r.from,
+        }
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Choice::Preempt(p) => write!(f, "preemption sync<{},{}>", p.sync, p.to),
+            Choice::Reverse(r) => write!(f, "race reversal {r}"),
+        }
+    }
+}
+
+/// The schedule of `choices`.
+fn schedule_of(choices: &[Choice]) -> Schedule {
+    let preemptions = choices.iter().filter_map(|c| match c {
+        Choice::Preempt(p) => Some(*p),
+        Choice::Reverse(_) => None,
+    });
+    let reversals = choices.iter().filter_map(|c| match c {
+        Choice::Reverse(r) => Some(*r),
+        Choice::Preempt(_) => None,
+    });
+    Schedule::new(preemptions.collect()).with_reversals(reversals.collect())
 }
 
 /// The result of a search.
@@ -112,8 +158,10 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         echo_from: 0,
         attempts: 0,
     };
-    let base = opts.replay.schedule.preemptions().to_vec();
-    let mut report = search.attempt(&base)?;
+    let schedule = &opts.replay.schedule;
+    let preempts = schedule.preemptions().iter().copied().map(Choice::Preempt);
+    let base: Vec<Choice> = preempts.chain(schedule.reversals().iter().copied().map(Choice::Reverse)).collect();
+    let mut report = search.attempt(&base, None)?;
     let root = search.failed(&mut report, &base);
     let mut best = Best { report, schedule: base.clone() };
     if let Some(root) = root {
@@ -121,7 +169,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
     }
     Ok(Exploration {
         report: best.report,
-        schedule: Schedule::new(best.schedule),
+        schedule: schedule_of(&best.schedule),
         attempts: search.attempts,
         cache_hits: search.cache_hits,
         resumed: search.resumed,
@@ -131,7 +179,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
 /// The replay that got furthest, and its schedule.
 struct Best {
     report: Report,
-    schedule: Vec<Preemption>,
+    schedule: Vec<Choice>,
 }
 
 /// A failure being explored: its inconsistent event, its replay's sync
@@ -146,10 +194,10 @@ struct Failed {
     /// The synchronization count of the last preemption already admitted.
     after: u64,
     widen: usize,
-    queue: VecDeque<Preemption>,
+    queue: VecDeque<Choice>,
     exhausted: bool,
     /// Candidates already replayed.
-    tried: HashSet<Preemption>,
+    tried: HashSet<Choice>,
     /// How many candidates the failure cache put first in the queue.
     suggested: usize,
     /// This failure is explored for the second preemption of a pair: it
@@ -160,6 +208,8 @@ struct Failed {
     movers: Vec<Mover>,
     /// Fingerprints of the states the movers reached.
     seen: HashSet<u64>,
+    /// Its window's races were queued (fine-grained exploration).
+    traced: bool,
 }
 
 /// A preemption that did not get past a failure but reached it in another
@@ -191,6 +241,7 @@ impl Failed {
             second: false,
             movers: Vec::new(),
             seen: HashSet::new(),
+            traced: false,
         }
     }
 
@@ -198,7 +249,7 @@ impl Failed {
     /// one is used up (seed 000 §4.3, last paragraph); `None` when there is
     /// nothing left, or when pairs are due (the first windows are used up
     /// and there are movers): widening resumes after them.
-    fn next_candidate(&mut self, index: &ThreadEvents, trace: &Trace) -> Option<Preemption> {
+    fn next_candidate(&mut self, index: &ThreadEvents, trace: &Trace) -> Option<Choice> {
         loop {
             if self.queue.is_empty() && self.widen >= PAIRS_AFTER_WIDENING && !self.movers.is_empty() {
                 return None;
@@ -231,7 +282,7 @@ impl Failed {
         let latest = (0..self.movers.len()).max_by_key(|&k| self.movers[k].p.sync)?;
         let m = self.movers.swap_remove(latest);
         let failed = Failed {
-            queue: coarse::after_first(index, &m.following).into(),
+            queue: coarse::after_first(index, &m.following).into_iter().map(Choice::Preempt).collect(),
             exhausted: true,
             second: true,
             ..Failed::new(self.alpha_x, m.fingerprint, self.kind, m.following, m.p.sync)
@@ -256,7 +307,7 @@ impl Failed {
                         self.kind,
                         tries.len()
                     );
-                    self.queue = tries.into();
+                    self.queue = tries.into_iter().map(Choice::Preempt).collect();
                 }
                 Some(_) => {}
             }
@@ -291,9 +342,9 @@ impl Search<'_> {
     /// failure it leads to cannot be passed. Stops at a valid replay, when
     /// nothing gets past the root, or at the replay budget; `best` is the
     /// replay that got furthest.
-    fn depth_first(&mut self, root: Failed, base: &[Preemption], best: &mut Best) -> Result<()> {
+    fn depth_first(&mut self, root: Failed, base: &[Choice], best: &mut Best) -> Result<()> {
         let mut stack = vec![root];
-        let mut admitted: Vec<Preemption> = Vec::new();
+        let mut admitted: Vec<Choice> = Vec::new();
         while let Some(top) = stack.last_mut() {
             if self.attempts >= self.opts.max_attempts {
                 eprintln!("weft: exploration stopped after {} replays (the limit)", self.attempts);
@@ -305,8 +356,15 @@ impl Search<'_> {
                         "weft: no single preemption gets past event {}; trying pairs after sync<{},{}> (m = 2)",
                         top.alpha_x, first.sync, first.to
                     );
-                    admitted.push(first);
+                    admitted.push(Choice::Preempt(first));
                     stack.push(pair);
+                    continue;
+                }
+                if !top.traced && !top.second {
+                    top.traced = true;
+                    let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().collect();
+                    let reversals = self.races(top, &schedule)?;
+                    top.queue = reversals.into_iter().map(Choice::Reverse).collect();
                     continue;
                 }
                 let (stuck, fingerprint, after) = (top.alpha_x, top.fingerprint, top.after);
@@ -314,14 +372,16 @@ impl Search<'_> {
                 let Some(p) = admitted.pop() else { break };
                 let known = self.dead.entry(fingerprint).or_insert(after);
                 *known = (*known).min(after);
-                eprintln!("weft: nothing gets past event {stuck}; taking back sync<{},{}>", p.sync, p.to);
+                eprintln!("weft: nothing gets past event {stuck}; taking back the {p}");
                 continue;
             };
             let alpha_x = top.alpha_x;
-            let schedule: Vec<Preemption> = base.iter().chain(&admitted).copied().chain([p]).collect();
-            let mut attempt = self.attempt(&schedule)?;
+            let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().chain([p]).collect();
+            let mut attempt = self.attempt(&schedule, None)?;
             if reached(&attempt.outcome) <= alpha_x {
-                top.note_mover(p, &attempt, &self.dead);
+                if let Choice::Preempt(p) = p {
+                    top.note_mover(p, &attempt, &self.dead);
+                }
                 continue;
             }
             let after = last_sync(&schedule);
@@ -332,9 +392,9 @@ impl Search<'_> {
             let top = stack.last().expect("the failure just explored");
             let cached = top.tried.len() <= top.suggested;
             let from = if cached { " (from the failure cache)" } else { "" };
-            eprintln!("weft: preemption sync<{},{}> gets past event {alpha_x}{from}", p.sync, p.to);
+            eprintln!("weft: {p} gets past event {alpha_x}{from}");
             self.cache_hits += usize::from(cached);
-            if let Some(key) = top.key {
+            if let (Some(key), Choice::Preempt(p)) = (top.key, p) {
                 self.cache.learn(key, p, &top.sync_trace);
             }
             admitted.push(p);
@@ -354,14 +414,14 @@ impl Search<'_> {
     /// the failure cache's suggestions queued first; its sync trace moves
     /// here. `None` when the replay was valid or failed in a way no
     /// schedule can fix.
-    fn failed(&self, report: &mut Report, schedule: &[Preemption]) -> Option<Failed> {
+    fn failed(&self, report: &mut Report, schedule: &[Choice]) -> Option<Failed> {
         let Outcome::Invalid(failure) = &report.outcome else { return None };
         let alpha_x = failure.event()?;
         let key = Key::of(failure, &self.trace.events);
         let sync_trace = std::mem::take(&mut report.sync_trace);
         let after = last_sync(schedule);
-        let queue: VecDeque<Preemption> = match &key {
-            Some(k) => self.cache.suggest(k, &self.index, &sync_trace, after).into(),
+        let queue: VecDeque<Choice> = match &key {
+            Some(k) => self.cache.suggest(k, &self.index, &sync_trace, after).into_iter().map(Choice::Preempt).collect(),
             None => VecDeque::new(),
         };
         if !queue.is_empty() {
@@ -379,24 +439,45 @@ impl Search<'_> {
         })
     }
 
-    /// One replay under `preemptions`.
-    fn attempt(&mut self, preemptions: &[Preemption]) -> Result<Report> {
+    /// The race reversals to try for failure `top`, which nothing coarse
+    /// got past under `schedule`: a replay under it traces the window's
+    /// accesses (seed 000 §4.3, §6), and its races are reversed nearest
+    /// the failure first.
+    fn races(&mut self, top: &Failed, schedule: &[Choice]) -> Result<Vec<Reversal>> {
+        let window = Window::of(&self.trace.events, &self.index, top.alpha_x, 0);
+        let from = fine::trace_from(&window, &top.sync_trace, top.after);
+        let tracing = AccessTracing { from, budget: fine::TRACE_BUDGET };
+        let traced = self.attempt(schedule, Some(tracing))?;
+        let reversals = fine::reversals(&traced.accesses, from);
+        eprintln!(
+            "weft: replay failed at event {} ({}); traced {} accesses from synchronization {from}, exploring {} race reversals (seed 000 §4.3)",
+            top.alpha_x,
+            top.kind,
+            traced.accesses.len(),
+            reversals.len()
+        );
+        Ok(reversals)
+    }
+
+    /// One replay under `choices`, tracing accesses as `tracing` says.
+    fn attempt(&mut self, choices: &[Choice], tracing: Option<AccessTracing>) -> Result<Report> {
         let base = &self.opts.replay;
         let livelock_timeout = match self.attempts {
             0 => base.livelock_timeout,
             _ => base.livelock_timeout.min(self.opts.attempt_timeout),
         };
         let opts = ReplayOptions {
-            schedule: Schedule::new(preemptions.to_vec()),
+            schedule: schedule_of(choices),
             livelock_timeout,
             echo_from: self.echo_from,
             sync_trace_len: SYNC_TRACE_LEN,
+            trace_accesses: tracing,
             ..base.clone()
         };
         self.attempts += 1;
         let report = self.replayer.replay(&opts)?;
         self.resumed += usize::from(report.resumed_at.is_some());
-        tracing::debug!(attempt = self.attempts, ?preemptions, resumed_at = report.resumed_at, reached = reached(&report.outcome), outcome = ?report.outcome, "replayed");
+        tracing::debug!(attempt = self.attempts, ?choices, resumed_at = report.resumed_at, reached = reached(&report.outcome), outcome = ?report.outcome, "replayed");
         self.echo_from = self.echo_from.max(reached(&report.outcome));
         Ok(report)
     }
@@ -404,8 +485,8 @@ impl Search<'_> {
 
 /// The synchronization count of a schedule's last preemption (0: none):
 /// the schedule is final up to it.
-fn last_sync(schedule: &[Preemption]) -> u64 {
-    schedule.iter().map(|p| p.sync).max().unwrap_or(0)
+fn last_sync(schedule: &[Choice]) -> u64 {
+    schedule.iter().map(Choice::sync).max().unwrap_or(0)
 }
 
 /// How far a replay got: the index of the first event it could not match

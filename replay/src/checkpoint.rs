@@ -22,7 +22,7 @@
 //! and weft reaps them.
 
 use crate::remote;
-use crate::schedule::{Preemption, Schedule};
+use crate::schedule::{Preemption, Reversal, Schedule};
 use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
@@ -286,8 +286,9 @@ pub struct Checkpoint<S> {
     /// Synchronization operations done before it.
     pub sync_count: u64,
     /// The preemptions at or before `sync_count` of the schedule it was
-    /// taken under: a schedule with the same ones there can resume from it.
-    prefix: Vec<Preemption>,
+    /// taken under, and its race reversals that had started: a schedule
+    /// with the same ones there can resume from it.
+    prefix: Prefix,
     last_used: u64,
 }
 
@@ -366,9 +367,14 @@ pub fn has_shared_writable(tid: Pid) -> bool {
     maps.lines().any(|l| l.split_whitespace().nth(1).is_some_and(|p| p.as_bytes().get(1) == Some(&b'w') && p.ends_with('s')))
 }
 
-/// The preemptions of `schedule` at or before synchronization count `n`.
-fn prefix(schedule: &Schedule, n: u64) -> Vec<Preemption> {
-    schedule.preemptions().iter().copied().take_while(|p| p.sync <= n).collect()
+/// The decisions of a schedule up to a synchronization count.
+type Prefix = (Vec<Preemption>, Vec<Reversal>);
+
+/// The preemptions of `schedule` at or before synchronization count `n`,
+/// and its race reversals whose protection started by then.
+fn prefix(schedule: &Schedule, n: u64) -> Prefix {
+    let preemptions = schedule.preemptions().iter().copied().take_while(|p| p.sync <= n).collect();
+    (preemptions, schedule.reversals().iter().copied().take_while(|r| r.from <= n).collect())
 }
 
 /// MemAvailable from /proc/meminfo, in bytes.

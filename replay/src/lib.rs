@@ -30,10 +30,12 @@
 //! replay (`session/stuck.rs`); `watchdog.rs` ends a replay that stops
 //! making progress. `futex.rs` is the emulated wait queues, `log_index.rs` what
 //! the replay derives from the log once (each thread's events, lock words),
-//! `schedule.rs` the preemptions exploration adds, `sync_trace.rs` what a
+//! `schedule.rs` the preemptions and race reversals exploration adds,
+//! `access.rs` what page-protection tracing reports, `sync_trace.rs` what a
 //! failed replay tells exploration, and `position.rs` the coarse position
 //! failures name.
 
+pub mod access;
 mod checkpoint;
 pub mod debug;
 mod digest;
@@ -61,7 +63,8 @@ mod word_alias;
 
 pub use failure::Failure;
 pub use position::Position;
-pub use schedule::{Preemption, Schedule};
+pub use access::{Access, AccessTracing};
+pub use schedule::{Preemption, Reversal, Schedule};
 pub use checkpoint::Policy as CheckpointPolicy;
 pub use replayer::{replay, Replayer};
 pub use replay_session::ReplaySession;

@@ -1,6 +1,8 @@
 //! A schedule: the preemptions that harness a replay beyond following the
-//! log (seed 000 §3.2, Fig. 7: `S ::= sync<n, t>*`). The empty schedule is
-//! seed 000's initial replay attempt; exploration adds preemptions.
+//! log (seed 000 §3.2, Fig. 7: `S ::= sync<n, t>*`), and the race
+//! reversals of fine-grained exploration (§4.3, the *memory schedule*).
+//! The empty schedule is seed 000's initial replay attempt; exploration
+//! adds preemptions and reversals.
 
 use anyhow::{anyhow, Context, Result};
 use std::path::Path;
@@ -18,17 +20,90 @@ pub struct Preemption {
     pub to: Tid,
 }
 
-/// A sequence of preemptions, ordered by their synchronization count.
+/// A race reversal (seed 000 §4.3): "disabling the thread right before
+/// the first access, and then enabling it right after the second access".
+/// From synchronization count `from` on, the page at `page` is protected
+/// and each thread's accesses to it are counted (page-protection tracing,
+/// §6); thread `held` is disabled right before its `held_nth` access, the
+/// replay switches to thread `runner`, and `held` is enabled again right
+/// after `runner`'s `runner_nth` access. Counts start at 1; tids are
+/// recorded ones. A reversal whose runner makes that access before
+/// `held` reaches its own, or that would leave no thread to run, is
+/// dropped in that replay (the held thread runs on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reversal {
+    /// The synchronization count from which the page is protected.
+    pub from: u64,
+    /// The page's address (a multiple of 4096 bytes).
+    pub page: u64,
+    /// The thread disabled before its access.
+    pub held: Tid,
+    /// Which of `held`'s accesses to the page (from 1, since `from`).
+    pub held_nth: u64,
+    /// The thread that makes its access first.
+    pub runner: Tid,
+    /// Which of `runner`'s accesses to the page (from 1, since `from`).
+    pub runner_nth: u64,
+}
+
+impl std::fmt::Display for Reversal {
+    /// `race<from,page,held#n,runner#m>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "race<{},{:#x},{}#{},{}#{}>", self.from, self.page, self.held, self.held_nth, self.runner, self.runner_nth)
+    }
+}
+
+impl Reversal {
+    /// Parses the words after `race` in a schedule file: `FROM PAGE
+    /// HELD:N RUNNER:M` (PAGE in hex with 0x, or decimal).
+    fn parse(words: &str) -> Result<Self> {
+        let bad = || anyhow!("bad race reversal {words:?}: expected FROM PAGE HELD:N RUNNER:M");
+        let w: Vec<&str> = words.split_whitespace().collect();
+        let [from, page, held, runner] = w[..] else { return Err(bad()) };
+        let num = |s: &str| -> Result<u64> {
+            match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).map_err(|_| bad()),
+                None => s.parse().map_err(|_| bad()),
+            }
+        };
+        let pair = |s: &str| -> Result<(Tid, u64)> {
+            let (t, n) = s.split_once(':').ok_or_else(bad)?;
+            Ok((t.parse().map_err(|_| bad())?, num(n)?))
+        };
+        let ((held, held_nth), (runner, runner_nth)) = (pair(held)?, pair(runner)?);
+        let page = num(page)?;
+        if page % 4096 != 0 || held_nth == 0 || runner_nth == 0 || held == runner {
+            return Err(bad());
+        }
+        Ok(Self { from: num(from)?, page, held, held_nth, runner, runner_nth })
+    }
+}
+
+/// A sequence of preemptions, ordered by their synchronization count, and
+/// the race reversals, ordered by where their protection starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Schedule {
     preemptions: Vec<Preemption>,
+    reversals: Vec<Reversal>,
 }
 
 impl Schedule {
     /// A schedule with these preemptions (sorted by count).
     pub fn new(mut preemptions: Vec<Preemption>) -> Self {
         preemptions.sort_by_key(|p| p.sync);
-        Self { preemptions }
+        Self { preemptions, reversals: Vec::new() }
+    }
+
+    /// This schedule with race reversals `reversals` as well.
+    pub fn with_reversals(mut self, mut reversals: Vec<Reversal>) -> Self {
+        reversals.sort_by_key(|r| r.from);
+        self.reversals = reversals;
+        self
+    }
+
+    /// The race reversals, by the synchronization count they start at.
+    pub fn reversals(&self) -> &[Reversal] {
+        &self.reversals
     }
 
     /// Parses `N:TID` strings (from `--preempt`). Errors name the bad one.
@@ -53,7 +128,8 @@ impl Schedule {
         &self.preemptions
     }
 
-    /// Reads a schedule file: one `N:TID` per line; blank lines and lines
+    /// Reads a schedule file: one `N:TID` per line, or `race FROM PAGE
+    /// HELD:N RUNNER:M` for a [`Reversal`]; blank lines and lines
     /// starting with `#` are ignored. A missing file is the empty
     /// schedule. Errors: unreadable file, or a malformed line (named).
     pub fn load(path: &Path) -> Result<Self> {
@@ -62,9 +138,14 @@ impl Schedule {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let lines: Vec<String> =
-            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect();
-        Self::parse(&lines).with_context(|| format!("in {}", path.display()))
+        let lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+        let (races, lines): (Vec<&str>, Vec<&str>) = lines.partition(|l| l.starts_with("race "));
+        let lines: Vec<String> = lines.into_iter().map(String::from).collect();
+        let parse = || -> Result<Self> {
+            let reversals = races.iter().map(|l| Reversal::parse(&l["race ".len()..])).collect::<Result<_>>()?;
+            Ok(Self::parse(&lines)?.with_reversals(reversals))
+        };
+        parse().with_context(|| format!("in {}", path.display()))
     }
 
     /// Writes the schedule in the format [`Schedule::load`] reads, mode
@@ -76,6 +157,12 @@ impl Schedule {
         for p in &self.preemptions {
             text += &format!("{}:{}\n", p.sync, p.to);
         }
+        if !self.reversals.is_empty() {
+            text += "# race reversals (seed 000 §4.3): race FROM PAGE HELD:N RUNNER:M\n";
+        }
+        for r in &self.reversals {
+            text += &format!("race {} {:#x} {}:{} {}:{}\n", r.from, r.page, r.held, r.held_nth, r.runner, r.runner_nth);
+        }
         let write = || {
             let mut file = std::fs::File::options().write(true).create(true).truncate(true).mode(0o600).open(path)?;
             file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
@@ -86,12 +173,14 @@ impl Schedule {
 }
 
 impl std::fmt::Display for Schedule {
-    /// `sync<n,t> ...`, or `the log order` for the empty schedule.
+    /// `sync<n,t> ... race<...> ...`, or `the log order` for the empty
+    /// schedule.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.preemptions.is_empty() {
+        if self.preemptions.is_empty() && self.reversals.is_empty() {
             return write!(f, "the log order");
         }
-        let parts: Vec<String> = self.preemptions.iter().map(|p| format!("sync<{},{}>", p.sync, p.to)).collect();
+        let syncs = self.preemptions.iter().map(|p| format!("sync<{},{}>", p.sync, p.to));
+        let parts: Vec<String> = syncs.chain(self.reversals.iter().map(Reversal::to_string)).collect();
         write!(f, "{}", parts.join(" "))
     }
 }
@@ -116,6 +205,12 @@ mod tests {
         s.save(&dir).unwrap();
         assert_eq!(Schedule::load(&dir).unwrap(), s);
         assert_eq!(s.to_string(), "sync<4,2> sync<9,3>");
+        let raced = s.clone().with_reversals(vec![Reversal { from: 3, page: 0x4000, held: 2, held_nth: 5, runner: 3, runner_nth: 1 }]);
+        raced.save(&dir).unwrap();
+        assert_eq!(Schedule::load(&dir).unwrap(), raced);
+        assert_eq!(raced.to_string(), "sync<4,2> sync<9,3> race<3,0x4000,2#5,3#1>");
+        std::fs::write(&dir, "race 3 0x4001 2:5 3:1\n").unwrap();
+        assert!(Schedule::load(&dir).is_err(), "a page address is page-aligned");
         std::fs::write(&dir, "# c\n\n5:x\n").unwrap();
         assert!(Schedule::load(&dir).unwrap_err().to_string().contains("in "));
         std::fs::remove_file(&dir).unwrap();

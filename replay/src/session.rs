@@ -16,6 +16,7 @@ mod emulate;
 mod exact_signal;
 mod scheduler;
 mod inspect;
+mod protect;
 mod remap;
 mod snapshot;
 mod step;
@@ -26,6 +27,7 @@ pub(crate) use scheduler::{Goal, Halt};
 pub(crate) use snapshot::Snapshot;
 pub(crate) use traps::Watchpoints;
 
+use crate::access::AccessTracing;
 use crate::word_alias::WordAliases;
 use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
@@ -70,6 +72,9 @@ pub struct ReplayOptions {
     /// How many of the most recent synchronization records an invalid
     /// replay returns (0: none).
     pub sync_trace_len: usize,
+    /// Trace memory accesses by page protection from a synchronization
+    /// count on ([`Report::accesses`]; fine-grained exploration).
+    pub trace_accesses: Option<AccessTracing>,
 }
 
 impl Default for ReplayOptions {
@@ -80,6 +85,7 @@ impl Default for ReplayOptions {
             livelock_timeout: Duration::from_secs(120),
             echo_from: 0,
             sync_trace_len: 0,
+            trace_accesses: None,
         }
     }
 }
@@ -124,6 +130,9 @@ pub struct Report {
     /// the same way: one line per live thread, the lock it is blocked on,
     /// its holder, its source line. Empty otherwise.
     pub stuck: Vec<String>,
+    /// With [`ReplayOptions::trace_accesses`]: the accesses traced, in
+    /// the order they were made.
+    pub accesses: Vec<crate::access::Access>,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -482,6 +491,9 @@ struct State {
     stepping: Option<usize>,
     /// Futex words the replay allocated elsewhere than the recording did.
     aliases: WordAliases,
+    /// Page protection: access tracing and race reversals (a forked
+    /// checkpoint keeps the pages' protection, and this its meaning).
+    protect: protect::Protect,
 }
 
 impl<'a> Session<'a> {
@@ -538,6 +550,7 @@ impl<'a> Session<'a> {
             mid_segment: false,
             stepping: None,
             aliases: WordAliases::default(),
+            protect: protect::Protect::new(opts.trace_accesses, opts.schedule.reversals()),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;
@@ -602,6 +615,7 @@ impl<'a> Session<'a> {
             digest: self.state.digest.take().map(Digest::into_lines).unwrap_or_default(),
             resumed_at,
             stuck: std::mem::take(&mut self.stuck),
+            accesses: self.state.protect.take_accesses(),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! skipping the syscall it is entering, and reaping the process at its end.
 //! Every tracee thread sits in a ptrace stop except the one resumed here.
 
+use super::protect::Fault;
 use super::traps::{Trapped, WatchHit};
 use super::{Advance, At, Entry, Halt, ProcessEnd, Session, Step};
 use crate::checkpoint::AltStack;
@@ -57,17 +58,35 @@ impl Session<'_> {
     pub(super) fn advance(&mut self, i: usize, traps: bool, one_step: bool) -> Result<Advance> {
         let stepped = |watch: Option<usize>| Ok(Advance::Halt(watch.map_or(Halt::Stepped(true), Halt::Watch)));
         self.arm_hunt(i)?;
+        // A stop that stepping over a traced access ended in, still to handle.
+        let mut carried = None;
         loop {
+            if carried.is_none() && self.state.protect.switch_due() {
+                // A race reversal's runner made its access (a watchpoint
+                // the debugger passed hit it too): the held thread goes on
+                // before it runs any further.
+                self.state.threads[i].regs = ptrace::getregs(self.state.threads[i].tid)?;
+                return Ok(Advance::Point);
+            }
             self.switch_runtime_for(i)?;
             let (tid, sig) = self.take_for_resume(i);
             let t = &self.state.threads[i];
+            let protect = sig.is_none() && self.state.protect.due(self.state.sync_count);
             // Straight from a skipped call to the next syscall's entry: one
             // stop instead of two.
-            let sysemu = t.exit_due && sig.is_none() && !one_step && t.taken.is_none();
-            if !sysemu {
+            let sysemu = t.exit_due && sig.is_none() && !one_step && t.taken.is_none() && !protect && carried.is_none();
+            if !sysemu && carried.is_none() {
                 self.settle(i)?;
             }
-            let over = if sig.is_none() { self.step_over_breakpoint(i)? } else { Over::Nothing };
+            if protect {
+                self.protect_due(i)?;
+            }
+            let over = match carried {
+                Some(status) => Over::Signalled(status),
+                None if sig.is_none() => self.step_over_breakpoint(i)?,
+                None => Over::Nothing,
+            };
+            carried = None;
             let (status, fired) = match over {
                 Over::AtEntry(status) | Over::Signalled(status) => (status, false),
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
@@ -176,6 +195,12 @@ impl Session<'_> {
                         }
                     }
                     Trapped::No => return self.faulted(i, libc::SIGTRAP),
+                },
+                WaitStatus::Stopped(_, libc::SIGSEGV) => match self.protected_fault(i)? {
+                    Fault::NotOurs => return self.faulted(i, libc::SIGSEGV),
+                    Fault::Passed => {}
+                    Fault::Carry(status) => carried = Some(status),
+                    Fault::Switch => return Ok(Advance::Point),
                 },
                 WaitStatus::Stopped(_, sig) => return self.faulted(i, sig),
                 // A thread only reaches its exit here when a signal kills

@@ -145,7 +145,7 @@ impl Session<'_> {
     /// next scheduling point, unless `goal` stops first; `Some` is a halt.
     fn segment(&mut self, goal: &Goal) -> Result<Option<Halt>> {
         let cur = self.cur;
-        if self.after_runtime_call(cur) {
+        if self.after_runtime_call(cur) || self.state.protect.holds(cur) || self.state.protect.switch_due() {
             // The signal is delivered here, at this scheduling point.
             return Ok(None);
         }
@@ -228,6 +228,9 @@ impl Session<'_> {
 
     /// Handles the scheduling point thread `i` is at.
     pub(super) fn step(&mut self, i: usize) -> Result<Step> {
+        if let Some(step) = self.reversal_switch(i) {
+            return Ok(step);
+        }
         if let Some(s) = self.async_signal_due(i) {
             if let Some(step) = self.deliver_async(i, s)? {
                 return Ok(step);
@@ -761,7 +764,7 @@ impl Session<'_> {
 
     /// Whether thread `j` is stopped where it can simply be resumed.
     pub(super) fn free(&self, j: usize) -> bool {
-        matches!(self.state.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_))
+        matches!(self.state.threads[j].at, At::Ready | At::Deliver(_) | At::Woken(_)) && !self.state.protect.holds(j)
     }
 
     /// The thread to run when the current one cannot: the owner of the
@@ -790,6 +793,10 @@ impl Session<'_> {
         // work (a futex wake) that the others wait for.
         if let Some(j) = self.state.threads.iter().position(|t| t.at == At::Parked) {
             self.state.threads[j].at = At::Ready;
+            return Ok(j);
+        }
+        // A race reversal's held thread, whose runner cannot go on.
+        if let Some(j) = self.state.protect.release() {
             return Ok(j);
         }
         let expected = self.trace.events.get(self.state.pos).map_or("nothing (the log is exhausted)".into(), |e| e.to_string());
@@ -850,6 +857,9 @@ impl Session<'_> {
     /// Whether thread `j` can run: not gone, and not blocked unless a
     /// signal due now interrupts its wait.
     pub(super) fn runnable(&self, j: usize) -> bool {
+        if self.state.protect.holds(j) {
+            return false;
+        }
         match self.state.threads[j].at {
             At::Exited | At::Parked => false,
             At::Blocked(_) => self.async_signal_due(j).is_some_and(|s| self.can_interrupt_wait(j, s)),

@@ -31,8 +31,15 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// Whether a replay with `opts` can resume from it: it keeps the same
     /// digest and sync trace (the schedule is the checkpoint's business).
+    /// A replay that traces accesses or reverses races resumes only from
+    /// before the protection starts: the counts of accesses start there.
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
-        self.state.digest.is_some() == opts.digest && self.state.sync_trace.capacity() == opts.sync_trace_len
+        let sync = self.state.sync_count;
+        let before = |from: u64| sync < from;
+        self.state.digest.is_some() == opts.digest
+            && self.state.sync_trace.capacity() == opts.sync_trace_len
+            && opts.trace_accesses.is_none_or(|t| before(t.from))
+            && opts.schedule.reversals().iter().all(|r| before(r.from))
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -55,6 +62,7 @@ impl<'a> Session<'a> {
         tids: Vec<Option<Pid>>,
     ) -> Result<Self> {
         let mut state = s.state;
+        state.protect.adopt(opts.trace_accesses, opts.schedule.reversals());
         // The pending point was counted before the snapshot; it is handled
         // (and counted) again.
         state.points -= u64::from(s.pending.is_some());
@@ -156,7 +164,7 @@ impl<'a> Session<'a> {
     /// checkpoints on their way.
     pub(super) fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
-        if !self.can_fork_from(i) {
+        if !self.can_fork_from(i) || self.state.protect.active() || self.state.protect.due(self.state.sync_count + 1) {
             return Ok(());
         }
         let (last, at) = self.since_checkpoint;

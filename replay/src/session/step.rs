@@ -7,6 +7,7 @@
 //! used on a `syscall`: the kernel would run it without the replayer's
 //! syscall-entry stop.
 
+use super::protect::Fault;
 use super::traps::Trapped;
 use super::{Advance, Halt, Session};
 use crate::remote;
@@ -49,6 +50,14 @@ impl Session<'_> {
                     Trapped::Halt(halt) => Ok(Advance::Halt(halt)),
                     _ => Ok(Advance::Halt(Halt::Stepped(true))),
                 }
+            }
+            WaitStatus::Stopped(_, libc::SIGSEGV) if !matches!(self.protected_fault(i)?, Fault::NotOurs) => {
+                // A traced access (page protection): stepped over, or the
+                // thread held by a race reversal; the step is done when it
+                // next runs.
+                self.state.stepping = Some(i);
+                self.state.threads[i].at = super::At::Ready;
+                Ok(Advance::Point)
             }
             WaitStatus::Stopped(_, sig) => {
                 // A fault: its scheduling point (the logged signal) comes

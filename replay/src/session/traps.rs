@@ -198,6 +198,17 @@ pub(super) fn take_dr6(tid: Pid) -> Result<u64> {
     Ok(dr6)
 }
 
+/// After a single step of thread `tid`: whether a debug register
+/// trapped in it too (DR6 left for that trap's handling); else DR6's
+/// step bit is cleared. Errors: ptrace.
+pub(super) fn stepped_onto_watch(tid: Pid) -> Result<bool> {
+    if peek(tid, 6)? & DR6_HITS != 0 {
+        return Ok(true);
+    }
+    take_dr6(tid)?;
+    Ok(false)
+}
+
 /// Whether thread `tid`'s debug register `slot` trapped (DR6). The bit
 /// is not cleared: the kernel clears the DR6 it reports at each debug
 /// exception in user mode (since Linux 5.11), and a hit stops here once
