@@ -25,10 +25,10 @@
 //! then mark the input done before that consumer compresses it (the
 //! second), so that the other consumer exits where the log says.
 //!
-//! When neither single preemptions nor pairs get past a failure, its
-//! window's accesses are traced and its races reversed (fine-grained
-//! exploration, §4.3, `fine.rs`); a reversal is admitted like a
-//! preemption.
+//! When no preemption in a failure's window gets past it, the window's
+//! accesses are traced and its races reversed (fine-grained exploration,
+//! §4.3, `fine.rs`) before the preceding windows are explored; a reversal
+//! is admitted like a preemption.
 //!
 //! Attempts run on one [`Replayer`] with checkpoints: an attempt resumes
 //! from the latest checkpoint taken under the same preemptions before its
@@ -262,6 +262,14 @@ impl Failed {
         }
     }
 
+    /// Whether the window's races are due: the coarse candidates of the
+    /// window itself are used up, and those of the preceding windows
+    /// come after its races (seed 000 §4.3: both layers in one window,
+    /// then the preceding windows). Not for a pair's second preemption.
+    fn fine_due(&self) -> bool {
+        !self.traced && !self.second && self.queue.is_empty() && (self.widen >= 1 || self.exhausted)
+    }
+
     /// Keeps `p` as a first preemption of a pair if its replay, `report`,
     /// reached this failure in a state not seen before.
     fn note_mover(&mut self, p: Preemption, report: &Report, dead: &HashMap<u64, u64>) {
@@ -350,6 +358,13 @@ impl Search<'_> {
                 eprintln!("weft: exploration stopped after {} replays (the limit)", self.attempts);
                 break;
             }
+            if top.fine_due() {
+                top.traced = true;
+                let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().collect();
+                let reversals = self.races(top, &schedule)?;
+                top.queue = reversals.into_iter().map(Choice::Reverse).collect();
+                continue;
+            }
             let Some(p) = top.next_candidate(&self.index, self.trace) else {
                 if let Some((first, pair)) = top.next_pair(&self.index) {
                     eprintln!(
@@ -358,13 +373,6 @@ impl Search<'_> {
                     );
                     admitted.push(Choice::Preempt(first));
                     stack.push(pair);
-                    continue;
-                }
-                if !top.traced && !top.second {
-                    top.traced = true;
-                    let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().collect();
-                    let reversals = self.races(top, &schedule)?;
-                    top.queue = reversals.into_iter().map(Choice::Reverse).collect();
                     continue;
                 }
                 let (stuck, fingerprint, after) = (top.alpha_x, top.fingerprint, top.after);
@@ -377,7 +385,14 @@ impl Search<'_> {
             };
             let alpha_x = top.alpha_x;
             let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().chain([p]).collect();
-            let mut attempt = self.attempt(&schedule, None)?;
+            let mut attempt = match self.attempt(&schedule, None) {
+                Ok(report) => report,
+                Err(e) if matches!(p, Choice::Reverse(_)) => {
+                    tracing::debug!(%p, "race reversal failed: {e:#}");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if reached(&attempt.outcome) <= alpha_x {
                 if let Choice::Preempt(p) = p {
                     top.note_mover(p, &attempt, &self.dead);
@@ -447,7 +462,15 @@ impl Search<'_> {
         let window = Window::of(&self.trace.events, &self.index, top.alpha_x, 0);
         let from = fine::trace_from(&window, &top.sync_trace, top.after);
         let tracing = AccessTracing { from, budget: fine::TRACE_BUDGET };
-        let traced = self.attempt(schedule, Some(tracing))?;
+        // Page protection can meet what it cannot step over (a program's
+        // own protection changes): no races then, not the search's end.
+        let traced = match self.attempt(schedule, Some(tracing)) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("weft: warning: tracing the accesses of event {}'s window failed: {e:#}", top.alpha_x);
+                return Ok(Vec::new());
+            }
+        };
         let reversals = fine::reversals(&traced.accesses, from);
         eprintln!(
             "weft: replay failed at event {} ({}); traced {} accesses from synchronization {from}, exploring {} race reversals (seed 000 §4.3)",

@@ -15,8 +15,9 @@
 //!
 //! The kernel's own accesses to a protected page (a syscall the replay
 //! executes with a buffer there) fail with EFAULT instead; validation
-//! catches what that changes. No checkpoint is taken while pages are
-//! protected, and none taken after a protection's start is resumed from.
+//! catches what that changes. A checkpoint's fork keeps the pages'
+//! protection, and its state ([`Protect`] is part of the replay's) what
+//! they mean; a replay that traces accesses takes no checkpoint.
 
 use super::{Session, Step};
 use crate::access::{Access, AccessTracing};
@@ -121,11 +122,6 @@ impl Protect {
     /// The accesses traced.
     pub(super) fn take_accesses(&mut self) -> Vec<Access> {
         std::mem::take(&mut self.accesses)
-    }
-
-    /// Whether any page is protected, or will be: no checkpoint then.
-    pub(super) fn active(&self) -> bool {
-        !self.ranges.is_empty() || !self.pending.is_empty()
     }
 
     /// Whether protection starts (or mprotect work waits) at

@@ -31,15 +31,13 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// Whether a replay with `opts` can resume from it: it keeps the same
     /// digest and sync trace (the schedule is the checkpoint's business).
-    /// A replay that traces accesses or reverses races resumes only from
-    /// before the protection starts: the counts of accesses start there.
+    /// A replay that traces accesses resumes only from before the tracing
+    /// starts (race reversals are the checkpoint's business, as
+    /// preemptions are).
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
-        let sync = self.state.sync_count;
-        let before = |from: u64| sync < from;
         self.state.digest.is_some() == opts.digest
             && self.state.sync_trace.capacity() == opts.sync_trace_len
-            && opts.trace_accesses.is_none_or(|t| before(t.from))
-            && opts.schedule.reversals().iter().all(|r| before(r.from))
+            && opts.trace_accesses.is_none_or(|t| self.state.sync_count < t.from)
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -164,7 +162,10 @@ impl<'a> Session<'a> {
     /// checkpoints on their way.
     pub(super) fn checkpoint(&mut self, i: usize, op: Option<Op>) -> Result<()> {
         let Some(interval) = self.checkpoints.as_ref().map(|c| c.policy().interval) else { return Ok(()) };
-        if !self.can_fork_from(i) || self.state.protect.active() || self.state.protect.due(self.state.sync_count + 1) {
+        // A replay that traces accesses keeps no checkpoint from where it
+        // starts: every page is protected in it, for it alone.
+        let tracing = self.opts.trace_accesses.is_some_and(|t| self.state.sync_count + 1 >= t.from);
+        if !self.can_fork_from(i) || tracing {
             return Ok(());
         }
         let (last, at) = self.since_checkpoint;
