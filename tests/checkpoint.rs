@@ -69,6 +69,28 @@ fn resumes_exactly(name: &str, preempt: bool) {
     same(&fresh, &resumed, &format!("{name} with sync<{},{}>", late.n, late.switchable[0].tid));
 }
 
+/// A race reversal (seed 000 §4.3) holds a thread before an access and
+/// counts accesses to a protected page: a replay resumed from a
+/// checkpoint taken after the protection started (the fork keeps it, the
+/// replay's state its counts) is the replay from the start.
+#[test]
+fn a_race_reversal_resumes_exactly() {
+    let dir = record_racyflag("checkpoint-racyflag");
+    let search = replay(&dir, &[]);
+    assert_eq!(search.status.code(), Some(0), "{}", err(&search));
+    let schedule = Schedule::load(&dir.join("schedule")).unwrap();
+    assert!(!schedule.reversals().is_empty(), "{schedule}");
+    let trace = Trace::open(&dir).unwrap();
+    let fresh = weft_replay::replay(&trace, &opts(schedule.clone())).unwrap();
+    assert!(matches!(fresh.outcome, weft_replay::Outcome::Valid { .. }), "{:?}", fresh.outcome);
+    let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+    same(&fresh, &replayer.replay(&opts(schedule.clone())).unwrap(), "racyflag with its reversal");
+    let from = schedule.reversals()[0].from;
+    let again = replayer.replay(&opts(schedule.clone())).unwrap();
+    assert!(again.resumed_at.is_some_and(|n| n > from), "resumed at {:?}, the reversal starts at {from}", again.resumed_at);
+    same(&fresh, &again, &format!("racyflag with {schedule} resumed at {:?}", again.resumed_at));
+}
+
 #[test]
 fn prodcons_resumes_exactly() {
     resumes_exactly("prodcons", true);

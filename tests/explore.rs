@@ -8,22 +8,12 @@
 
 mod common;
 use common::*;
-use std::process::Stdio;
 
 /// Records lockorder (with weft record's `flags`) until the run took the
 /// common multi-core order (the adder first: x=4); a rare run that did not
 /// is recorded again.
 fn record_adder_first_with(name: &str, flags: &[&str]) -> std::path::PathBuf {
-    let prog = program("lockorder");
-    for attempt in 0..5 {
-        let trace = trace_dir(&format!("{name}-{attempt}"));
-        let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-        if rec.stdout == b"x=4\n" {
-            return trace;
-        }
-    }
-    panic!("five recordings of lockorder all ran the doubler first");
+    record_until(name, flags, &[program("lockorder").to_str().unwrap()], b"x=4\n")
 }
 
 /// A ptrace-only recording of lockorder: its log misses the lock order.
@@ -109,14 +99,7 @@ fn without_a_valid_schedule_the_debugger_serves_up_to_the_divergence() {
 /// saves the reversal in the schedule, which the next replay follows.
 #[test]
 fn a_race_reversal_replays_what_no_preemption_can() {
-    let prog = program("racyflag");
-    let recorded = (0..5).find_map(|attempt| {
-        let trace = trace_dir(&format!("racyflag-{attempt}"));
-        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
-        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
-        (rec.stdout == b"checker done\nmain saw y\n").then_some(trace)
-    });
-    let trace = recorded.expect("five recordings of racyflag all missed the race (main never saw y)");
+    let trace = record_racyflag("racyflag");
     let plain = replay(&trace, &["--no-explore"]);
     assert_eq!(plain.status.code(), Some(2), "one core runs main's store and load together: {}", err(&plain));
 

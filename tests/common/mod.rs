@@ -92,6 +92,29 @@ pub fn record_with(trace: &Path, flags: &[&str], argv: &[&str], stdin: Stdio) ->
         .expect("run weft record")
 }
 
+/// Records `argv` (with weft record's `flags`) into trace directories
+/// NAME-0, NAME-1, ... until a run prints `stdout`, at most five times,
+/// and returns that trace. A test that needs the interleaving most
+/// two-core runs take records a rare other one again. Panics when all
+/// five took another, or a recording failed.
+pub fn record_until(name: &str, flags: &[&str], argv: &[&str], stdout: &[u8]) -> PathBuf {
+    for attempt in 0..5 {
+        let trace = trace_dir(&format!("{name}-{attempt}"));
+        let rec = record_with(&trace, flags, argv, Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+        if rec.stdout == stdout {
+            return trace;
+        }
+    }
+    panic!("five recordings of {argv:?} all printed other than {:?}", String::from_utf8_lossy(stdout));
+}
+
+/// Records tests/c/racyflag.c until main saw the checker's store (the
+/// race that only a race reversal replays, seed 000 §4.3).
+pub fn record_racyflag(name: &str) -> PathBuf {
+    record_until(name, &[], &[program("racyflag").to_str().unwrap()], b"checker done\nmain saw y\n")
+}
+
 /// Runs `weft replay -a [extra...] TRACE`.
 pub fn replay(trace: &Path, extra: &[&str]) -> Output {
     weft().args(["replay", "-a"]).args(extra).arg(trace).output().expect("run weft replay")
