@@ -138,6 +138,13 @@ impl Session<'_> {
             if let Some(t) = self.ender_before(i) {
                 return Ok(Step::Switch(Some(t)));
             }
+            // The thread's own next event parks it: a finisher goes first
+            // ([`Session::finisher_before`]), as when another thread hands over.
+            if self.next_owner() == Some(i) {
+                if let Some(t) = self.finisher_before(i) {
+                    return Ok(Step::Switch(Some(t)));
+                }
+            }
         }
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {

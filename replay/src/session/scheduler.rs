@@ -617,24 +617,28 @@ impl Session<'_> {
     ///   wake the consumer where the recording did not.
     ///
     /// It runs up to its return, which then waits for its place in the
-    /// log. It counts only with nothing logged before its return (soft
+    /// log. A thread whose own next event is its park hands over to such
+    /// a thread too (emulate.rs, after its event before the park). It counts only with nothing logged before its return (soft
     /// events, a lock word's contended wait, included), and not when it
     /// woke the word before: it is then one of the word's wakers (a
     /// producer that woke the consumer earlier), whose last stretch may
     /// wake it again where the log places another thread's wake. And the
     /// log must place its return before the wait's end (the woken wait's
-    /// return, or the next wake of the word the wait starts on), or, for
+    /// return, or the return of the wait that starts: a producer whose
+    /// return the log places after another's wake of the parked consumer
+    /// sent all before the park just as well, and run at that wake, its
+    /// sends would wake the consumer in the other's place), or, for
     /// a wake, after the woken thread moved on ([`Session::moved_on`]): a
     /// return between those was a thread still at its work while the
     /// waiter woke (a producer's last sends, 36 channel recordings of
     /// 36), one after them only a slow teardown (a scoped thread's
     /// decrement came before the last thread's, 12 scope recordings of
     /// 17, 8 without this).
-    fn finisher_before(&self, j: usize) -> Option<usize> {
+    pub(super) fn finisher_before(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
         let (word, ends) = match self.trace.events.get(self.state.pos).map(|ev| &ev.kind) {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWait),
-            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWake),
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWait),
             _ => return None,
         };
         // Each candidate with the index of its return.
