@@ -48,16 +48,7 @@ pub fn reversals(accesses: &[Access], from: u64) -> Vec<Reversal> {
         let (a, b) = (&accesses[ia], &accesses[ib]);
         Reversal { from, page: a.page, held: a.tid, held_nth: a.nth, runner: b.tid, runner_nth: b.nth }
     };
-    let mut out: Vec<Reversal> = Vec::new();
-    for r in pairs.into_iter().map(reverse) {
-        if !out.contains(&r) {
-            out.push(r);
-        }
-        if out.len() == MAX_REVERSALS {
-            break;
-        }
-    }
-    out
+    pairs.into_iter().take(MAX_REVERSALS).map(reverse).collect()
 }
 
 #[cfg(test)]

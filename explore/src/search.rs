@@ -390,7 +390,8 @@ impl Search<'_> {
             let schedule: Vec<Choice> = base.iter().chain(&admitted).copied().chain([p]).collect();
             let mut attempt = match self.attempt(&schedule, None) {
                 Ok(report) => report,
-                Err(e) if matches!(p, Choice::Reverse(_)) => {
+                // Page protection can meet what it cannot step over.
+                Err(e) if schedule.iter().any(|c| matches!(c, Choice::Reverse(_))) => {
                     tracing::debug!(%p, "race reversal failed: {e:#}");
                     continue;
                 }

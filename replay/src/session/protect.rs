@@ -17,7 +17,10 @@
 //! executes with a buffer there) fail with EFAULT instead; validation
 //! catches what that changes. A checkpoint's fork keeps the pages'
 //! protection, and its state ([`Protect`] is part of the replay's) what
-//! they mean; a replay that traces accesses takes no checkpoint.
+//! they mean; a replay that traces accesses takes no checkpoint once
+//! its tracing is due. Only the first process's pages are protected: a
+//! child it forks in the window inherits them and takes their faults as
+//! its own (a limit).
 
 use super::{Session, Step};
 use crate::access::{Access, AccessTracing};
@@ -230,13 +233,20 @@ impl Protect {
             if r.page != page || !matches!(phase, Phase::Counting | Phase::Holding) {
                 continue;
             }
-            if rec == r.held && phase == Phase::Counting && self.held.is_none() {
+            if rec == r.held && phase == Phase::Counting {
                 self.reversals[k].held_count += 1;
-                if self.reversals[k].held_count == r.held_nth {
-                    self.reversals[k].phase = Phase::Holding;
-                    self.held = Some(i);
-                    outcome = Some(true);
+                if self.reversals[k].held_count != r.held_nth {
+                    continue;
                 }
+                // One thread is held at a time: another reversal's holding
+                // drops this one.
+                if self.held.is_some() {
+                    self.finish(k);
+                    continue;
+                }
+                self.reversals[k].phase = Phase::Holding;
+                self.held = Some(i);
+                outcome = Some(true);
             } else if rec == r.runner {
                 self.reversals[k].runner_count += 1;
                 if self.reversals[k].runner_count == r.runner_nth {
@@ -369,7 +379,10 @@ impl Session<'_> {
             return Ok(Fault::Passed);
         }
         let rec = self.state.threads[i].rec;
-        let again = self.state.protect.refault.take() == Some((i, regs.rip));
+        let again = self.state.protect.refault == Some((i, regs.rip));
+        if again {
+            self.state.protect.refault = None;
+        }
         let decision = if again { None } else { self.state.protect.count_for_reversals(i, rec, page) };
         if decision == Some(true) {
             self.state.protect.refault = Some((i, regs.rip));
@@ -383,8 +396,8 @@ impl Session<'_> {
         if self.state.protect.tracing_on() {
             self.trace_access(i, addr, write);
             // The other pages the instruction touched (a string copy's).
-            for &(p, wrote) in &extra {
-                self.trace_access(i, p, wrote);
+            for &(at, wrote) in &extra {
+                self.trace_access(i, at, wrote);
             }
             if !self.state.protect.tracing_on() {
                 self.state.protect.end_tracing();
@@ -416,8 +429,12 @@ impl Session<'_> {
     /// Single-steps thread `i` over its access to protected `page`: opened
     /// readable first, writable when the instruction faults again; another
     /// protected page the instruction touches is opened too. Every page
-    /// opened is closed again after the step. Returns whether it wrote,
-    /// and a stop to handle further when a watchpoint trapped in the step.
+    /// opened is closed again after the step. An instruction under one of
+    /// the replay's int3s (a synchronization point's) is stepped with its
+    /// original byte. Returns whether it wrote `page`, where it faulted
+    /// on the other protected pages it touched (and whether it wrote
+    /// each), and a stop to handle further when a watchpoint trapped in
+    /// the step.
     /// Errors: ptrace, or a stop other than the step's or such a fault.
     fn step_over_access(&mut self, i: usize, page: u64) -> Result<(bool, Vec<(u64, bool)>, Option<WaitStatus>)> {
         let tid = self.state.threads[i].tid;
@@ -427,12 +444,25 @@ impl Session<'_> {
             remote::syscall(tid, &regs, insn, libc::SYS_mprotect, &[start, PAGE, prot as u64])?;
             Ok(())
         };
-        // Each page opened: its original protection, and whether the
-        // instruction wrote it (it faulted with the page readable).
-        let mut opened: Vec<(u64, i32, bool)> = Vec::new();
+        // Each page opened: its original protection, whether the
+        // instruction wrote it (it faulted with the page readable), and
+        // the address it faulted at.
+        let mut opened: Vec<(u64, i32, bool, u64)> = Vec::new();
         let Some((_, _, prot)) = self.state.protect.range_of(page) else { bail!("page {page:#x} is not protected") };
         mprotect(page, prot & libc::PROT_READ)?;
-        opened.push((page, prot, false));
+        opened.push((page, prot, false, page));
+        // Stopped at one of our int3s and stepping the instruction under
+        // it (control.rs, step_over_breakpoint): the original byte goes
+        // back for the step, the int3 after it.
+        let pc = self.state.threads[i].regs.rip;
+        let sync = &self.state.procs[self.state.threads[i].proc].sync;
+        let under_int3 = match self.state.threads[i].taken.filter(|&t| t == pc).and_then(|_| sync.step_over(pc)) {
+            Some(crate::sync_points::StepOver::Step(byte)) => Some(byte),
+            _ => None,
+        };
+        if let Some(byte) = under_int3 {
+            self.mem(i).write(pc, &[byte])?;
+        }
         let mut status = None;
         for _ in 0..STEPS_PER_ACCESS {
             wait::resume(Resume::Step, tid, None)?;
@@ -443,7 +473,8 @@ impl Session<'_> {
             }
             let info = ptrace::getsiginfo(tid)?;
             // SAFETY: a SIGSEGV's siginfo holds a fault address.
-            let at = unsafe { info.si_addr() } as u64 & !(PAGE - 1);
+            let addr = unsafe { info.si_addr() } as u64;
+            let at = addr & !(PAGE - 1);
             match opened.iter_mut().find(|o| o.0 == at) {
                 Some(o) if !o.2 => {
                     o.2 = true;
@@ -453,19 +484,25 @@ impl Session<'_> {
                 None => match self.state.protect.range_of(at) {
                     Some((_, _, prot)) => {
                         mprotect(at, prot & libc::PROT_READ)?;
-                        opened.push((at, prot, false));
+                        opened.push((at, prot, false, addr));
                     }
                     None => bail!("thread {tid} faulted at {at:#x} while stepping over a traced access"),
                 },
             }
         }
-        for &(p, _, _) in &opened {
+        if under_int3.is_some() {
+            self.mem(i).write(pc, &[0xcc])?;
+            if matches!(status, Some(WaitStatus::Stopped(_, libc::SIGTRAP))) {
+                self.state.threads[i].taken = None;
+            }
+        }
+        for &(p, ..) in &opened {
             if self.state.protect.range_of(p).is_some() {
                 mprotect(p, libc::PROT_NONE)?;
             }
         }
         let write = opened[0].2;
-        let extra = opened[1..].iter().map(|o| (o.0, o.2)).collect();
+        let extra = opened[1..].iter().map(|o| (o.3, o.2)).collect();
         match status {
             Some(WaitStatus::Stopped(_, libc::SIGTRAP)) if !super::traps::stepped_onto_watch(tid)? => Ok((write, extra, None)),
             Some(stop @ WaitStatus::Stopped(_, libc::SIGTRAP)) => Ok((write, extra, Some(stop))),

@@ -636,9 +636,10 @@ impl Session<'_> {
     /// 17, 8 without this).
     pub(super) fn finisher_before(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
-        let (word, ends) = match self.trace.events.get(self.state.pos).map(|ev| &ev.kind) {
-            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWait),
-            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) if !self.log.is_lock_word(*var) => (*var, SyncOp::FutexWait),
+        let (word, wake) = match self.trace.events.get(self.state.pos).map(|ev| &ev.kind) {
+            Some(EventKind::Sync(Sync { op: op @ (SyncOp::FutexWake | SyncOp::FutexWaitStart), var, .. })) if !self.log.is_lock_word(*var) => {
+                (*var, *op == SyncOp::FutexWake)
+            }
             _ => return None,
         };
         // Each candidate with the index of its return.
@@ -655,9 +656,9 @@ impl Session<'_> {
         }
         let end = self.trace.events[self.state.pos..]
             .iter()
-            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == ends && s.var == word))
+            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == SyncOp::FutexWait && s.var == word))
             .map_or(usize::MAX, |k| self.state.pos + k);
-        let moved_on = if ends == SyncOp::FutexWait { self.moved_on(end, word) } else { usize::MAX };
+        let moved_on = if wake { self.moved_on(end, word) } else { usize::MAX };
         candidates
             .into_iter()
             .filter(|&(_, ret)| ret < end || ret > moved_on)

@@ -154,9 +154,10 @@ impl<'a> Session<'a> {
     }
 
     /// Exploration: takes a checkpoint at thread `i`'s synchronization
-    /// point `op` when the schedule preempts at this operation, or when
-    /// the policy's interval has passed since the last one and the
-    /// schedule has a preemption still to come. Past its last preemption a
+    /// point `op` when the schedule preempts at this operation (or a race
+    /// reversal's protection starts there), or when the policy's
+    /// interval has passed since the last one and the schedule has a
+    /// preemption or reversal still to come. Past its last preemption a
     /// replay is an exploration attempt that will most likely be
     /// discarded; should it be admitted, the next attempts take
     /// checkpoints on their way.
@@ -169,8 +170,10 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let (last, at) = self.since_checkpoint;
-        let preempts = self.opts.schedule.preemption_at(self.state.sync_count + 1).is_some();
-        let to_come = self.opts.schedule.preemptions().last().is_none_or(|p| p.sync > self.state.sync_count);
+        let (schedule, next) = (&self.opts.schedule, self.state.sync_count + 1);
+        let preempts = schedule.preemption_at(next).is_some() || schedule.reversals().iter().any(|r| r.from == next);
+        let final_sync = schedule.preemptions().iter().map(|p| p.sync).chain(schedule.reversals().iter().map(|r| r.from)).max();
+        let to_come = final_sync.is_none_or(|n| n > self.state.sync_count);
         if at == self.state.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
             return Ok(());
         }
