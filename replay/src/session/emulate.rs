@@ -134,16 +134,12 @@ impl Session<'_> {
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
-        if matches!(step, Step::Stay) {
-            if let Some(t) = self.ender_before(i) {
+        // The log's next event is the thread's own (its exit_group, its
+        // park): who goes before it goes now, as when another thread
+        // hands over to it.
+        if matches!(step, Step::Stay) && self.next_owner() == Some(i) {
+            if let Some(t) = self.before_owner(i) {
                 return Ok(Step::Switch(Some(t)));
-            }
-            // The thread's own next event parks it: a finisher goes first
-            // ([`Session::finisher_before`]), as when another thread hands over.
-            if self.next_owner() == Some(i) {
-                if let Some(t) = self.finisher_before(i) {
-                    return Ok(Step::Switch(Some(t)));
-                }
             }
         }
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));

@@ -64,6 +64,13 @@ struct Live {
     runner_count: u64,
 }
 
+impl Live {
+    /// Whether its protection starts at synchronization count `sync`.
+    fn starts(&self, sync: u64) -> bool {
+        self.phase == Phase::Before && self.r.from <= sync
+    }
+}
+
 /// What the protection did with a thread's SIGSEGV.
 pub(super) enum Fault {
     /// Not a protected page's: the program's own fault.
@@ -130,9 +137,40 @@ impl Protect {
     /// Whether protection starts (or mprotect work waits) at
     /// synchronization count `sync`.
     pub(super) fn due(&self, sync: u64) -> bool {
-        !self.pending.is_empty()
-            || self.tracing.is_some_and(|t| !self.traced && t.from <= sync)
-            || self.reversals.iter().any(|l| l.phase == Phase::Before && l.r.from <= sync)
+        !self.pending.is_empty() || self.starts(sync)
+    }
+
+    /// Whether tracing or a reversal starts at synchronization count `sync`.
+    fn starts(&self, sync: u64) -> bool {
+        self.tracing_starts(sync) || self.reversals.iter().any(|l| l.starts(sync))
+    }
+
+    /// Whether tracing starts at synchronization count `sync`.
+    fn tracing_starts(&self, sync: u64) -> bool {
+        self.tracing.is_some_and(|t| !self.traced && t.from <= sync)
+    }
+
+    /// Starts what synchronization count `sync` reached, in a process
+    /// whose writable private mappings are `maps` (start, end,
+    /// protection): tracing closes every one but those holding an address
+    /// of `open` (threads' stacks and TLS blocks), a reversal its page.
+    fn start(&mut self, sync: u64, maps: &[(u64, u64, i32)], open: &[u64]) {
+        if self.tracing_starts(sync) {
+            self.traced = true;
+            for &(start, end, prot) in maps.iter().filter(|&&(s, e, _)| !open.iter().any(|a| (s..e).contains(a))) {
+                self.close(start, end, prot);
+            }
+        }
+        for k in 0..self.reversals.len() {
+            if !self.reversals[k].starts(sync) {
+                continue;
+            }
+            self.reversals[k].phase = Phase::Counting;
+            let page = self.reversals[k].r.page;
+            if let Some(&(_, _, prot)) = maps.iter().find(|&&(s, e, _)| (s..e).contains(&page)) {
+                self.close(page, page + PAGE, prot);
+            }
+        }
     }
 
     /// Whether the replay switches at the current thread's next chance: a
@@ -211,14 +249,17 @@ impl Protect {
 
     /// Tracing's budget is spent: every page not a reversal's is opened.
     fn end_tracing(&mut self) {
-        let pages: Vec<u64> = self.reversals.iter().filter(|l| matches!(l.phase, Phase::Counting | Phase::Holding)).map(|l| l.r.page).collect();
+        let kept: Vec<(u64, i32)> = self
+            .reversals
+            .iter()
+            .filter(|l| self.reversal_needs(l.r.page))
+            .filter_map(|l| self.range_of(l.r.page).map(|(_, _, prot)| (l.r.page, prot)))
+            .collect();
         for (start, (end, prot)) in std::mem::take(&mut self.ranges) {
             self.pending.push((start, end - start, prot));
         }
-        for page in pages {
-            if let Some(prot) = self.pending.iter().find(|p| p.0 <= page && page < p.0 + p.1).map(|p| p.2) {
-                self.close(page, page + PAGE, prot);
-            }
+        for (page, prot) in kept {
+            self.close(page, page + PAGE, prot);
         }
     }
 
@@ -285,35 +326,21 @@ impl Session<'_> {
         }
         let Some(insn) = self.state.syscall_insn else { return Ok(()) };
         let sync = self.state.sync_count;
-        if self.state.protect.tracing.is_some_and(|t| !self.state.protect.traced && t.from <= sync) {
-            self.state.protect.traced = true;
-            for (start, end, prot) in self.traceable()? {
-                self.state.protect.close(start, end, prot);
-            }
-        }
-        for k in 0..self.state.protect.reversals.len() {
-            let l = &self.state.protect.reversals[k];
-            if l.phase == Phase::Before && l.r.from <= sync {
-                let page = l.r.page;
-                self.state.protect.reversals[k].phase = Phase::Counting;
-                if let Some((_, _, prot)) = self.writable_mappings()?.into_iter().find(|&(s, e, _)| s <= page && page < e) {
-                    self.state.protect.close(page, page + PAGE, prot);
-                }
-            }
+        if self.state.protect.starts(sync) {
+            let maps = self.writable_mappings()?;
+            self.state.protect.start(sync, &maps, &self.left_open());
         }
         let tid = self.state.threads[i].tid;
         let regs = ptrace::getregs(tid)?;
         for (start, len, prot) in std::mem::take(&mut self.state.protect.pending) {
-            let done = remote::syscall(tid, &regs, insn, libc::SYS_mprotect, &[start, len, prot as u64])?;
-            if done.result < 0 {
-                tracing::debug!(start, len, prot, result = done.result, "mprotect for access tracing failed");
-            }
+            mprotect(tid, &regs, insn, start, len, prot)?;
         }
         Ok(())
     }
 
-    /// The writable private mappings of the first process: (start, end,
-    /// protection). Errors: /proc unreadable.
+    /// The writable private mappings of the first process but the
+    /// in-process runtime's: (start, end, protection). Errors: /proc
+    /// unreadable.
     fn writable_mappings(&self) -> Result<Vec<(u64, u64, i32)>> {
         let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.root().pid))?;
         let mut out = Vec::new();
@@ -330,24 +357,17 @@ impl Session<'_> {
             let prot = if p[0] == b'r' { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_WRITE };
             out.push((start, end, prot));
         }
+        let runtime = weft_record::runtime::PAGE..weft_record::runtime::END;
+        out.retain(|(start, ..)| !runtime.contains(start));
         Ok(out)
     }
 
-    /// The mappings tracing protects: the writable private ones but the
-    /// in-process runtime's and those holding a thread's stack or TLS
-    /// block (each thread's own, and every access would fault).
-    fn traceable(&self) -> Result<Vec<(u64, u64, i32)>> {
-        let own: Vec<u64> = self
-            .state
-            .threads
-            .iter()
-            .filter(|t| t.proc == 0 && t.at != super::At::Exited)
-            .flat_map(|t| [t.regs.rsp, t.regs.fs_base])
-            .collect();
-        let runtime = weft_record::runtime::PAGE..weft_record::runtime::END;
-        let mut maps = self.writable_mappings()?;
-        maps.retain(|&(s, e, _)| !own.iter().any(|a| (s..e).contains(a)) && !runtime.contains(&s));
-        Ok(maps)
+    /// The addresses whose mappings tracing leaves open: every live
+    /// thread's stack and TLS block (each thread's own, and every access
+    /// would fault).
+    fn left_open(&self) -> Vec<u64> {
+        let live = self.state.threads.iter().filter(|t| t.proc == 0 && t.at != super::At::Exited);
+        live.flat_map(|t| [t.regs.rsp, t.regs.fs_base]).collect()
     }
 
     /// Handles thread `i`'s SIGSEGV, if a protected page's: the access is
@@ -439,17 +459,15 @@ impl Session<'_> {
     fn step_over_access(&mut self, i: usize, page: u64) -> Result<(bool, Vec<(u64, bool)>, Option<WaitStatus>)> {
         let tid = self.state.threads[i].tid;
         let Some(insn) = self.state.syscall_insn else { bail!("no syscall instruction known to open a page with") };
-        let mprotect = |start: u64, prot: i32| -> Result<()> {
-            let regs = ptrace::getregs(tid)?;
-            remote::syscall(tid, &regs, insn, libc::SYS_mprotect, &[start, PAGE, prot as u64])?;
-            Ok(())
-        };
+        // The thread's registers at its stop, for the remote mprotect
+        // calls (which give them back): read again after each step.
+        let mut regs = self.state.threads[i].regs;
         // Each page opened: its original protection, whether the
         // instruction wrote it (it faulted with the page readable), and
         // the address it faulted at.
         let mut opened: Vec<(u64, i32, bool, u64)> = Vec::new();
         let Some((_, _, prot)) = self.state.protect.range_of(page) else { bail!("page {page:#x} is not protected") };
-        mprotect(page, prot & libc::PROT_READ)?;
+        mprotect(tid, &regs, insn, page, PAGE, prot & libc::PROT_READ)?;
         opened.push((page, prot, false, page));
         // Stopped at one of our int3s and stepping the instruction under
         // it (control.rs, step_over_breakpoint): the original byte goes
@@ -467,6 +485,7 @@ impl Session<'_> {
         for _ in 0..STEPS_PER_ACCESS {
             wait::resume(Resume::Step, tid, None)?;
             let stop = waitpid(tid, Some(WaitPidFlag::__WALL))?;
+            regs = ptrace::getregs(tid)?;
             if !matches!(stop, WaitStatus::Stopped(_, libc::SIGSEGV)) {
                 status = Some(stop);
                 break;
@@ -478,12 +497,12 @@ impl Session<'_> {
             match opened.iter_mut().find(|o| o.0 == at) {
                 Some(o) if !o.2 => {
                     o.2 = true;
-                    mprotect(o.0, o.1)?;
+                    mprotect(tid, &regs, insn, o.0, PAGE, o.1)?;
                 }
                 Some(_) => bail!("thread {tid} faults on page {at:#x} with it open"),
                 None => match self.state.protect.range_of(at) {
                     Some((_, _, prot)) => {
-                        mprotect(at, prot & libc::PROT_READ)?;
+                        mprotect(tid, &regs, insn, at, PAGE, prot & libc::PROT_READ)?;
                         opened.push((at, prot, false, addr));
                     }
                     None => bail!("thread {tid} faulted at {at:#x} while stepping over a traced access"),
@@ -498,7 +517,7 @@ impl Session<'_> {
         }
         for &(p, ..) in &opened {
             if self.state.protect.range_of(p).is_some() {
-                mprotect(p, libc::PROT_NONE)?;
+                mprotect(tid, &regs, insn, p, PAGE, libc::PROT_NONE)?;
             }
         }
         let write = opened[0].2;
@@ -521,4 +540,17 @@ impl Session<'_> {
             None => self.state.protect.holds(i).then_some(Step::Switch(None)),
         }
     }
+}
+
+/// Makes thread `tid` (at a stop with registers `regs`, given back after)
+/// call mprotect(2) on `len` bytes at `start` with `prot`, through the
+/// `syscall` instruction at `insn`. A refusal (the program unmapped the
+/// range meanwhile) is only logged: the page then simply takes no fault.
+/// Errors: ptrace.
+fn mprotect(tid: nix::unistd::Pid, regs: &weft_record::tracee::Regs, insn: u64, start: u64, len: u64, prot: i32) -> Result<()> {
+    let done = remote::syscall(tid, regs, insn, libc::SYS_mprotect, &[start, len, prot as u64])?;
+    if done.result < 0 {
+        tracing::debug!(start, len, prot, result = done.result, "mprotect for access tracing failed");
+    }
+    Ok(())
 }

@@ -598,7 +598,7 @@ impl Session<'_> {
     /// event, runs to it: one finishing before `j`'s wake or park
     /// ([`Session::finisher_before`]), or one with no event left before
     /// `j`'s exit_group ([`Session::ender_before`]).
-    fn before_owner(&mut self, j: usize) -> Option<usize> {
+    pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
         self.finisher_before(j).or_else(|| self.ender_before(j))
     }
 
@@ -634,7 +634,7 @@ impl Session<'_> {
     /// 36), one after them only a slow teardown (a scoped thread's
     /// decrement came before the last thread's, 12 scope recordings of
     /// 17, 8 without this).
-    pub(super) fn finisher_before(&self, j: usize) -> Option<usize> {
+    fn finisher_before(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
         let (word, wake) = match self.trace.events.get(self.state.pos).map(|ev| &ev.kind) {
             Some(EventKind::Sync(Sync { op: op @ (SyncOp::FutexWake | SyncOp::FutexWaitStart), var, .. })) if !self.log.is_lock_word(*var) => {
@@ -687,7 +687,7 @@ impl Session<'_> {
     /// that called pthread_exit, whose last worker to finish ends the
     /// process). It runs on ([`Session::runs_on`]) to its next syscall,
     /// which no event matches, and waits there for the process's end.
-    pub(super) fn ender_before(&mut self, j: usize) -> Option<usize> {
+    fn ender_before(&mut self, j: usize) -> Option<usize> {
         let next = self.trace.events.get(self.state.pos)?;
         if next.tid != self.state.threads[j].rec || !matches!(&next.kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit_group) {
             return None;
