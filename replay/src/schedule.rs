@@ -106,6 +106,19 @@ impl Schedule {
         &self.reversals
     }
 
+    /// Whether the schedule departs from the log order at
+    /// synchronization count `sync`: a preemption there, or a reversal's
+    /// protection starting there.
+    pub fn decides_at(&self, sync: u64) -> bool {
+        self.preemption_at(sync).is_some() || self.reversals.iter().any(|r| r.from == sync)
+    }
+
+    /// The synchronization count of its last departure from the log
+    /// order (`None`: it has none).
+    pub fn last_decision(&self) -> Option<u64> {
+        self.preemptions.iter().map(|p| p.sync).chain(self.reversals.iter().map(|r| r.from)).max()
+    }
+
     /// Parses `N:TID` strings (from `--preempt`). Errors name the bad one.
     pub fn parse(specs: &[String]) -> Result<Self> {
         let parse_one = |s: &String| -> Result<Preemption> {

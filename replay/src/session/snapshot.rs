@@ -170,10 +170,8 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let (last, at) = self.since_checkpoint;
-        let (schedule, next) = (&self.opts.schedule, self.state.sync_count + 1);
-        let preempts = schedule.preemption_at(next).is_some() || schedule.reversals().iter().any(|r| r.from == next);
-        let final_sync = schedule.preemptions().iter().map(|p| p.sync).chain(schedule.reversals().iter().map(|r| r.from)).max();
-        let to_come = final_sync.is_none_or(|n| n > self.state.sync_count);
+        let preempts = self.opts.schedule.decides_at(self.state.sync_count + 1);
+        let to_come = self.opts.schedule.last_decision().is_none_or(|n| n > self.state.sync_count);
         if at == self.state.sync_count || !(preempts || (to_come && last.elapsed() >= interval)) {
             return Ok(());
         }
