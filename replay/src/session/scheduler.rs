@@ -680,24 +680,34 @@ impl Session<'_> {
 
     /// A thread to run before thread `j` ends its process with the log's
     /// next event, an exit_group: another thread of the process with no
-    /// event left. In the recording the exit_group found it somewhere
-    /// after its last event, often in its teardown, past glibc's
-    /// decrement of the count of live threads: the count that made `j`'s
-    /// exit the process's exit_group rather than a thread's exit (a main
-    /// that called pthread_exit, whose last worker to finish ends the
-    /// process). It runs on ([`Session::runs_on`]) to its next syscall,
-    /// which no event matches, and waits there for the process's end.
+    /// event left but a thread exit the log places after the exit_group
+    /// ([`Session::end_past_thread_exits`]: one entered before the
+    /// exit_group took effect). In the recording the exit_group found it
+    /// somewhere after its last event, often in its teardown, past
+    /// glibc's decrement of the count of live threads: the count that
+    /// made `j`'s exit the process's exit_group rather than a thread's
+    /// exit (a main that called pthread_exit, whose last worker to
+    /// finish ends the process). It runs on ([`Session::runs_on`]) to its
+    /// next syscall, which no event matches, or its exit, and waits there
+    /// for the process's end.
     fn ender_before(&mut self, j: usize) -> Option<usize> {
         let next = self.trace.events.get(self.state.pos)?;
         if next.tid != self.state.threads[j].rec || !matches!(&next.kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit_group) {
             return None;
         }
         let proc = self.state.threads[j].proc;
-        let t = (0..self.state.threads.len()).find(|&t| {
-            t != j && self.state.threads[t].proc == proc && self.free(t) && self.next_own_event(self.state.threads[t].rec) == usize::MAX
-        })?;
+        let t = (0..self.state.threads.len())
+            .find(|&t| t != j && self.state.threads[t].proc == proc && self.free(t) && self.only_exit_left(self.state.threads[t].rec))?;
         self.state.threads[t].runs_on = Some(RunOn::Ender);
         Some(t)
+    }
+
+    /// Whether thread `rec` has no event left from the log's current
+    /// position on but, at most, its thread exit.
+    fn only_exit_left(&self, rec: Tid) -> bool {
+        let ahead = self.events_ahead(rec);
+        let exit_only = ahead.iter().all(|&k| matches!(&self.trace.events[k].kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit));
+        exit_only && self.next_own_event(rec) == self.next_event_of(rec)
     }
 
     /// Whether thread `rec` woke futex word `word` before the log's
