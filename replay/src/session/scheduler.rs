@@ -599,7 +599,33 @@ impl Session<'_> {
     /// ([`Session::finisher_before`]), or one with no event left before
     /// `j`'s exit_group ([`Session::ender_before`]).
     pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
-        self.finisher_before(j).or_else(|| self.ender_before(j))
+        self.finisher_before(j).or_else(|| self.ender_before(j)).or_else(|| self.earlier_arrival(j))
+    }
+
+    /// A thread to run before thread `j`, the log's next thread, starts a
+    /// wait on a futex word that is no lock word: another thread whose
+    /// next event is a wait on the same word, for a value nearer the one
+    /// the word holds now than `j`'s. Each thread changed the word
+    /// (unlogged: an atomic decrement, a latch's or a barrier's arrival)
+    /// and then waited for the value it left, so the nearer value was
+    /// left first, though the log places its wait, made at the call and
+    /// not at the change, later (C++20 `std::latch`, whose last arrivals
+    /// may log their waits in any order). It runs to its wait, which then
+    /// waits for its place in the log.
+    fn earlier_arrival(&self, j: usize) -> Option<usize> {
+        use weft_record::event::{Sync, SyncOp};
+        let wait_of = |t: usize| match self.trace.events.get(self.next_own_event(self.state.threads[t].rec)).map(|e| &e.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result, .. })) => Some((*var, *result as u32)),
+            _ => None,
+        };
+        let (word, value) = wait_of(j).filter(|&(w, _)| !self.log.is_lock_word(w))?;
+        let distance = |v: u32| self.word_distance(j, word, v).unwrap_or(u32::MAX);
+        let own = distance(value);
+        (0..self.state.threads.len())
+            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == self.state.threads[j].proc)
+            .filter_map(|t| wait_of(t).filter(|&(w, v)| w == word && distance(v) < own).map(|(_, v)| (t, distance(v))))
+            .min_by_key(|&(_, d)| d)
+            .map(|(t, _)| t)
     }
 
     /// A thread to run before thread `j`, the log's next thread, wakes a
@@ -646,8 +672,14 @@ impl Session<'_> {
         let returns = |t: usize| {
             let rec = self.state.threads[t].rec;
             let ret = self.next_own_event(rec);
-            let is_return = matches!(self.trace.events.get(ret).map(|e| &e.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
-            (is_return && !self.woke(rec, word)).then_some((t, ret))
+            let stretch_ends = match self.trace.events.get(ret).map(|e| &e.kind) {
+                Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })) => true,
+                Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) => {
+                    !wake && self.log.is_flag_word(word) && *var != word && !self.log.is_lock_word(*var)
+                }
+                _ => false,
+            };
+            (stretch_ends && !self.woke(rec, word)).then_some((t, ret))
         };
         let candidates: Vec<(usize, usize)> =
             (0..self.state.threads.len()).filter(|&t| t != j && self.free(t)).filter_map(returns).collect();
@@ -700,6 +732,16 @@ impl Session<'_> {
             .find(|&t| t != j && self.state.threads[t].proc == proc && self.free(t) && self.only_exit_left(self.state.threads[t].rec))?;
         self.state.threads[t].runs_on = Some(RunOn::Ender);
         Some(t)
+    }
+
+    /// How many steps of one apart futex word `word` of thread `j`'s
+    /// process is from `value`, either way (wrapping): how many atomic
+    /// increments or decrements separate them
+    /// ([`Session::earlier_arrival`]). `None` when the word is unreadable.
+    fn word_distance(&self, j: usize, word: u64, value: u32) -> Option<u32> {
+        let at = self.state.aliases.replay_word(self.state.threads[j].proc, word);
+        let now = self.mem(j).read_u32(at).ok()?;
+        Some(now.wrapping_sub(value).min(value.wrapping_sub(now)))
     }
 
     /// Whether thread `rec` has no event left from the log's current
