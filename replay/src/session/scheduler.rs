@@ -640,10 +640,18 @@ impl Session<'_> {
     /// - before a wait: a producer that made no wake while the consumer
     ///   was parked sent before the consumer parked (the consumer drained
     ///   its messages first); run after the wait starts, its sends would
-    ///   wake the consumer where the recording did not.
+    ///   wake the consumer where the recording did not. Before a park on a
+    ///   flag word (a thread parker), one whose next event is a wait on
+    ///   another word counts too: a worker that sends its result and
+    ///   waits at a barrier (9 recordings of such a Rust pool: 3 valid in
+    ///   log order before, 4 after; the others fail later, at races of
+    ///   its atomic work counter). Not before a condition variable's
+    ///   wait: a thread run before a worker's wait at the barrier took
+    ///   the channel's message before the worker sent it (2 of those 9
+    ///   broke when that counted).
     ///
-    /// It runs up to its return, which then waits for its place in the
-    /// log. A thread whose own next event is its park hands over to such
+    /// It runs up to its return (or wait), which then waits for its place
+    /// in the log. A thread whose own next event is its park hands over to such
     /// a thread too (emulate.rs, after its event before the park). It counts only with nothing logged before its return (soft
     /// events, a lock word's contended wait, included), and not when it
     /// woke the word before: it is then one of the word's wakers (a
