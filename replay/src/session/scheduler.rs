@@ -743,13 +743,11 @@ impl Session<'_> {
     }
 
     /// How many steps of one apart futex word `word` of thread `j`'s
-    /// process is from `value`, either way (wrapping): how many atomic
-    /// increments or decrements separate them
-    /// ([`Session::earlier_arrival`]). `None` when the word is unreadable.
+    /// process is from `value` ([`steps_apart`]; for
+    /// [`Session::earlier_arrival`]). `None` when the word is unreadable.
     fn word_distance(&self, j: usize, word: u64, value: u32) -> Option<u32> {
         let at = self.state.aliases.replay_word(self.state.threads[j].proc, word);
-        let now = self.mem(j).read_u32(at).ok()?;
-        Some(now.wrapping_sub(value).min(value.wrapping_sub(now)))
+        Some(steps_apart(self.mem(j).read_u32(at).ok()?, value))
     }
 
     /// Whether thread `rec` has no event left from the log's current
@@ -1026,5 +1024,26 @@ impl Session<'_> {
         let states: Vec<String> = self.state.threads.iter().map(|t| format!("{:?}", t.at)).collect();
         let threads = self.state.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
         digest::hash_point(self.state.pos as u64, how.as_bytes(), threads)
+    }
+}
+
+/// How many atomic increments or decrements of one separate futex word
+/// values `a` and `b`, either way, wrapping as a u32 does (a latch
+/// counting down from 3 and one counting up past u32::MAX alike).
+fn steps_apart(a: u32, b: u32) -> u32 {
+    a.wrapping_sub(b).min(b.wrapping_sub(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::steps_apart;
+
+    #[test]
+    fn steps_apart_counts_either_way_and_wraps() {
+        assert_eq!(steps_apart(3, 1), 2);
+        assert_eq!(steps_apart(1, 3), 2);
+        assert_eq!(steps_apart(5, 5), 0);
+        assert_eq!(steps_apart(0, u32::MAX), 1, "a parker's -1 is one step from 0");
+        assert_eq!(steps_apart(u32::MAX - 1, 2), 4);
     }
 }
