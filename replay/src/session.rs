@@ -195,8 +195,9 @@ enum RunOn {
     /// It woke the thread whose wait returns at this index of the log
     /// ([`Session::wakes_next_waiter`]).
     Waker { woken: usize },
-    /// It has no event left, and another thread's exit_group ends its
-    /// process ([`Session::ender_before`]).
+    /// It has no event left but, at most, a thread exit the log places
+    /// after the exit_group of another thread that ends its process
+    /// ([`Session::ender_before`]).
     Ender,
 }
 

@@ -596,36 +596,49 @@ impl Session<'_> {
 
     /// A thread to run before thread `j`, the owner of the log's next
     /// event, runs to it: one finishing before `j`'s wake or park
-    /// ([`Session::finisher_before`]), or one with no event left before
-    /// `j`'s exit_group ([`Session::ender_before`]).
+    /// ([`Session::finisher_before`]), one with no event left but its
+    /// exit before `j`'s exit_group ([`Session::ender_before`]), or an
+    /// earlier arrival at the word `j` waits on
+    /// ([`Session::earlier_arrival`]).
     pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
         self.finisher_before(j).or_else(|| self.ender_before(j)).or_else(|| self.earlier_arrival(j))
     }
 
     /// A thread to run before thread `j`, the log's next thread, starts a
-    /// wait on a futex word that is no lock word: another thread whose
-    /// next event is a wait on the same word, for a value nearer the one
-    /// the word holds now than `j`'s. Each thread changed the word
-    /// (unlogged: an atomic decrement, a latch's or a barrier's arrival)
-    /// and then waited for the value it left, so the nearer value was
-    /// left first, though the log places its wait, made at the call and
-    /// not at the change, later (C++20 `std::latch`, whose last arrivals
-    /// may log their waits in any order). It runs to its wait, which then
-    /// waits for its place in the log.
+    /// wait on a futex word that is no lock word: of the other threads of
+    /// its process whose next event is a wait on the same word, logged
+    /// before the word's next wake, the one whose value is nearest the
+    /// one the word holds now, if nearer than `j`'s ([`steps_apart`]).
+    /// Each thread changed the word (unlogged: an atomic decrement, a
+    /// latch's arrival) and then waited for the value it left, so the
+    /// nearer value was left first, though the log places its wait, made
+    /// at the call and not at the change, later (C++20 `std::latch`,
+    /// whose arrivals may log their waits in any order, all before the
+    /// last arrival's wake). It runs to its wait, which then waits for
+    /// its place in the log.
     fn earlier_arrival(&self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
-        let wait_of = |t: usize| match self.trace.events.get(self.next_own_event(self.state.threads[t].rec)).map(|e| &e.kind) {
-            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result, .. })) => Some((*var, *result as u32)),
-            _ => None,
+        let wait_of = |t: usize| {
+            let at = self.next_own_event(self.state.threads[t].rec);
+            match self.trace.events.get(at).map(|e| &e.kind) {
+                Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result, .. })) => Some((at, *var, *result as u32)),
+                _ => None,
+            }
         };
-        let (word, value) = wait_of(j).filter(|&(w, _)| !self.log.is_lock_word(w))?;
-        let distance = |v: u32| self.word_distance(j, word, v).unwrap_or(u32::MAX);
-        let own = distance(value);
+        let (_, word, value) = wait_of(j).filter(|&(_, w, _)| !self.log.is_lock_word(w))?;
+        let wake = self.trace.events[self.state.pos..]
+            .iter()
+            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == SyncOp::FutexWake && s.var == word))
+            .map_or(usize::MAX, |k| self.state.pos + k);
+        let proc = self.state.threads[j].proc;
+        let now = self.mem(j).read_u32(self.state.aliases.replay_word(proc, word)).ok()?;
+        let own = steps_apart(now, value);
         (0..self.state.threads.len())
-            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == self.state.threads[j].proc)
-            .filter_map(|t| wait_of(t).filter(|&(w, v)| w == word && distance(v) < own).map(|(_, v)| (t, distance(v))))
-            .min_by_key(|&(_, d)| d)
-            .map(|(t, _)| t)
+            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == proc)
+            .filter_map(|t| wait_of(t).filter(|&(at, w, _)| w == word && at < wake).map(|(at, _, v)| (steps_apart(now, v), at, t)))
+            .filter(|&(steps, _, _)| steps < own)
+            .min()
+            .map(|(_, _, t)| t)
     }
 
     /// A thread to run before thread `j`, the log's next thread, wakes a
@@ -642,7 +655,8 @@ impl Session<'_> {
     ///   its messages first); run after the wait starts, its sends would
     ///   wake the consumer where the recording did not. Before a park on a
     ///   flag word (a thread parker), one whose next event is a wait on
-    ///   another word counts too: a worker that sends its result and
+    ///   another word, neither a lock word nor a flag word (another
+    ///   receiver's parker), counts too: a worker that sends its result and
     ///   waits at a barrier (9 recordings of such a Rust pool: 3 valid in
     ///   log order before, 4 after; the others fail later, at races of
     ///   its atomic work counter). Not before a condition variable's
@@ -650,9 +664,11 @@ impl Session<'_> {
     ///   the channel's message before the worker sent it (2 of those 9
     ///   broke when that counted).
     ///
-    /// It runs up to its return (or wait), which then waits for its place
-    /// in the log. A thread whose own next event is its park hands over to such
-    /// a thread too (emulate.rs, after its event before the park). It counts only with nothing logged before its return (soft
+    /// Only threads of `j`'s process count. One runs up to its return (or
+    /// wait), which then waits for its place in the log. A thread whose
+    /// own next event is its park hands over to such a thread too
+    /// (emulate.rs, after its event before the park). It counts only
+    /// with nothing logged before its return (soft
     /// events, a lock word's contended wait, included), and not when it
     /// woke the word before: it is then one of the word's wakers (a
     /// producer that woke the consumer earlier), whose last stretch may
@@ -676,21 +692,25 @@ impl Session<'_> {
             }
             _ => return None,
         };
-        // Each candidate with the index of its return.
-        let returns = |t: usize| {
+        // Each candidate with the index of the event that ends its stretch.
+        let stretch_end = |t: usize| {
             let rec = self.state.threads[t].rec;
-            let ret = self.next_own_event(rec);
-            let stretch_ends = match self.trace.events.get(ret).map(|e| &e.kind) {
+            let at = self.next_own_event(rec);
+            let finishes = match self.trace.events.get(at).map(|e| &e.kind) {
                 Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })) => true,
                 Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. })) => {
-                    !wake && self.log.is_flag_word(word) && *var != word && !self.log.is_lock_word(*var)
+                    let elsewhere = *var != word && !self.log.is_lock_word(*var) && !self.log.is_flag_word(*var);
+                    !wake && self.log.is_flag_word(word) && elsewhere
                 }
                 _ => false,
             };
-            (stretch_ends && !self.woke(rec, word)).then_some((t, ret))
+            (finishes && !self.woke(rec, word)).then_some((t, at))
         };
-        let candidates: Vec<(usize, usize)> =
-            (0..self.state.threads.len()).filter(|&t| t != j && self.free(t)).filter_map(returns).collect();
+        let proc = self.state.threads[j].proc;
+        let candidates: Vec<(usize, usize)> = (0..self.state.threads.len())
+            .filter(|&t| t != j && self.state.threads[t].proc == proc && self.free(t))
+            .filter_map(stretch_end)
+            .collect();
         if candidates.is_empty() {
             return None;
         }
@@ -701,7 +721,7 @@ impl Session<'_> {
         let moved_on = if wake { self.moved_on(end, word) } else { usize::MAX };
         candidates
             .into_iter()
-            .filter(|&(_, ret)| ret < end || ret > moved_on)
+            .filter(|&(_, at)| at < end || at > moved_on)
             .map(|(t, _)| t)
             .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
@@ -740,14 +760,6 @@ impl Session<'_> {
             .find(|&t| t != j && self.state.threads[t].proc == proc && self.free(t) && self.only_exit_left(self.state.threads[t].rec))?;
         self.state.threads[t].runs_on = Some(RunOn::Ender);
         Some(t)
-    }
-
-    /// How many steps of one apart futex word `word` of thread `j`'s
-    /// process is from `value` ([`steps_apart`]; for
-    /// [`Session::earlier_arrival`]). `None` when the word is unreadable.
-    fn word_distance(&self, j: usize, word: u64, value: u32) -> Option<u32> {
-        let at = self.state.aliases.replay_word(self.state.threads[j].proc, word);
-        Some(steps_apart(self.mem(j).read_u32(at).ok()?, value))
     }
 
     /// Whether thread `rec` has no event left from the log's current
