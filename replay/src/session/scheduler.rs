@@ -626,19 +626,27 @@ impl Session<'_> {
             }
         };
         let (_, word, value) = wait_of(j).filter(|&(_, w, _)| !self.log.is_lock_word(w))?;
+        let proc = self.state.threads[j].proc;
+        // Most waits have no other waiter on their word: the log is
+        // scanned and the word read only when one does.
+        let others: Vec<(usize, usize, u32)> = (0..self.state.threads.len())
+            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == proc)
+            .filter_map(|t| wait_of(t).filter(|&(_, w, _)| w == word).map(|(at, _, v)| (at, t, v)))
+            .collect();
+        if others.is_empty() {
+            return None;
+        }
         let wake = self.trace.events[self.state.pos..]
             .iter()
             .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == SyncOp::FutexWake && s.var == word))
             .map_or(usize::MAX, |k| self.state.pos + k);
-        let proc = self.state.threads[j].proc;
         let now = self.mem(j).read_u32(self.state.aliases.replay_word(proc, word)).ok()?;
         let own = steps_apart(now, value);
-        (0..self.state.threads.len())
-            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == proc)
-            .filter_map(|t| wait_of(t).filter(|&(at, w, _)| w == word && at < wake).map(|(at, _, v)| (steps_apart(now, v), at, t)))
-            .filter(|&(steps, _, _)| steps < own)
-            .min()
-            .map(|(_, _, t)| t)
+        others
+            .into_iter()
+            .filter(|&(at, _, v)| at < wake && steps_apart(now, v) < own)
+            .min_by_key(|&(at, _, v)| (steps_apart(now, v), at))
+            .map(|(_, t, _)| t)
     }
 
     /// A thread to run before thread `j`, the log's next thread, wakes a
