@@ -629,17 +629,12 @@ impl Session<'_> {
         let proc = self.state.threads[j].proc;
         // Most waits have no other waiter on their word: the log is
         // scanned and the word read only when one does.
-        let others: Vec<(usize, usize, u32)> = (0..self.state.threads.len())
-            .filter(|&t| t != j && self.free(t) && self.state.threads[t].proc == proc)
-            .filter_map(|t| wait_of(t).filter(|&(_, w, _)| w == word).map(|(at, _, v)| (at, t, v)))
-            .collect();
+        let others: Vec<(usize, usize, u32)> =
+            self.fellows(j).filter_map(|t| wait_of(t).filter(|&(_, w, _)| w == word).map(|(at, _, v)| (at, t, v))).collect();
         if others.is_empty() {
             return None;
         }
-        let wake = self.trace.events[self.state.pos..]
-            .iter()
-            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == SyncOp::FutexWake && s.var == word))
-            .map_or(usize::MAX, |k| self.state.pos + k);
+        let wake = self.next_on_word(SyncOp::FutexWake, word);
         let now = self.mem(j).read_u32(self.state.aliases.replay_word(proc, word)).ok()?;
         let own = steps_apart(now, value);
         others
@@ -714,24 +709,31 @@ impl Session<'_> {
             };
             (finishes && !self.woke(rec, word)).then_some((t, at))
         };
-        let proc = self.state.threads[j].proc;
-        let candidates: Vec<(usize, usize)> = (0..self.state.threads.len())
-            .filter(|&t| t != j && self.state.threads[t].proc == proc && self.free(t))
-            .filter_map(stretch_end)
-            .collect();
+        let candidates: Vec<(usize, usize)> = self.fellows(j).filter_map(stretch_end).collect();
         if candidates.is_empty() {
             return None;
         }
-        let end = self.trace.events[self.state.pos..]
-            .iter()
-            .position(|ev| matches!(&ev.kind, EventKind::Sync(s) if s.op == SyncOp::FutexWait && s.var == word))
-            .map_or(usize::MAX, |k| self.state.pos + k);
+        let end = self.next_on_word(SyncOp::FutexWait, word);
         let moved_on = if wake { self.moved_on(end, word) } else { usize::MAX };
         candidates
             .into_iter()
             .filter(|&(_, at)| at < end || at > moved_on)
             .map(|(t, _)| t)
             .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
+    }
+
+    /// The threads other than `j` of `j`'s process that can run
+    /// ([`Session::free`]): who may go before `j` ([`Session::before_owner`]).
+    fn fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+        let proc = self.state.threads[j].proc;
+        (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.free(t))
+    }
+
+    /// The index of the log's next `op` on futex word `word`, from its
+    /// current position on; `usize::MAX` when there is none.
+    fn next_on_word(&self, op: weft_record::event::SyncOp, word: u64) -> usize {
+        let on_word = |ev: &weft_record::Event| matches!(&ev.kind, EventKind::Sync(s) if s.op == op && s.var == word);
+        self.trace.events[self.state.pos..].iter().position(on_word).map_or(usize::MAX, |k| self.state.pos + k)
     }
 
     /// The index of the first event, after the wait that returns at index
@@ -763,9 +765,7 @@ impl Session<'_> {
         if next.tid != self.state.threads[j].rec || !matches!(&next.kind, EventKind::Syscall(s) if s.nr == libc::SYS_exit_group) {
             return None;
         }
-        let proc = self.state.threads[j].proc;
-        let t = (0..self.state.threads.len())
-            .find(|&t| t != j && self.state.threads[t].proc == proc && self.free(t) && self.only_exit_left(self.state.threads[t].rec))?;
+        let t = self.fellows(j).find(|&t| self.only_exit_left(self.state.threads[t].rec))?;
         self.state.threads[t].runs_on = Some(RunOn::Ender);
         Some(t)
     }
