@@ -125,16 +125,41 @@ fn altstack_resumes_exactly() {
     resumes_exactly("altstack", false);
 }
 
-/// A process with a shared writable mapping is never checkpointed: a fork
-/// would share those pages with the checkpoint instead of copying them.
-/// A checkpoint taken mid-count would hold the finished total in its
-/// shared page, and the resumed replay would count on from it.
+/// A shared writable mapping (anonymous, or of a file: the JVM's perf
+/// data) that no fork to come can share is private memory in the replay,
+/// so the process takes checkpoints, and a replay resumed from one under
+/// a preemption mid-count ends as a fresh one. Before, the mapping was
+/// shared, and no process that had one took a checkpoint: every replay of
+/// a search, and every move back in the debugger, started from the
+/// beginning.
 #[test]
-fn shared_memory_is_not_checkpointed() {
-    let dir = trace_dir("checkpoint-sharedmap");
-    let rec = record_with(&dir, &["--no-inprocess"], &[program("sharedmap").to_str().unwrap()], Stdio::null());
-    assert_eq!(rec.stdout, b"total=200\n", "{}", err(&rec));
-    resumed_mid_count_as_fresh(&dir, "sharedmap");
+fn shared_memory_with_no_fork_to_come_resumes_exactly() {
+    for kind in ["anonymous", "file"] {
+        let name = format!("sharedmap-{kind}");
+        let dir = trace_dir(&format!("checkpoint-{name}"));
+        let rec = record_with(&dir, &["--no-inprocess"], &[program("sharedmap").to_str().unwrap(), kind], Stdio::null());
+        assert_eq!(rec.stdout, b"total=200\n", "{}", err(&rec));
+        let trace = Trace::open(&dir).unwrap();
+        let mut replayer = Replayer::with_checkpoints(&trace, EVERY_POINT);
+        let first = replayer.replay(&opts(Schedule::default())).unwrap();
+        assert!(matches!(first.outcome, weft_replay::Outcome::Valid { .. }), "{name}: {:?}", first.outcome);
+        assert!(replayer.checkpoints() > 0, "{name}: no checkpoint was taken");
+        resumed_mid_count_as_fresh(&dir, &name);
+    }
+}
+
+/// A process with a shared writable mapping that a fork child shares later
+/// is never checkpointed: a fork would share those pages with the
+/// checkpoint instead of copying them. A checkpoint taken mid-count would
+/// hold the finished total in its shared page, and the resumed replay
+/// would count on from it. The child's addition reaches the parent
+/// through the page.
+#[test]
+fn shared_memory_before_a_fork_is_not_checkpointed() {
+    let dir = trace_dir("checkpoint-sharedmap-fork");
+    let rec = record_with(&dir, &["--no-inprocess"], &[program("sharedmap").to_str().unwrap(), "fork"], Stdio::null());
+    assert_eq!(rec.stdout, b"total=1200\n", "{}", err(&rec));
+    resumed_mid_count_as_fresh(&dir, "sharedmap-fork");
 }
 
 /// Memory that madvise keeps out of forks is in a checkpoint all the

@@ -55,6 +55,8 @@ pub(crate) struct LogIndex {
     /// The events that turned a process's in-process runtime off, with
     /// their threads, ascending ([`turns_runtime_off`]).
     runtime_off: Vec<(usize, Tid)>,
+    /// The index of the log's last fork (a new process), if any.
+    last_fork: Option<usize>,
 }
 
 impl LogIndex {
@@ -76,6 +78,9 @@ impl LogIndex {
             if turns_runtime_off(e) {
                 index.runtime_off.push((i, e.tid));
             }
+            if matches!(e.kind, EventKind::Spawn { flags, .. } if weft_record::event::is_new_process(flags)) {
+                index.last_fork = Some(i);
+            }
             match index.soft_word(e) {
                 Some(word) => {
                     if index.lock_words.contains(&word) {
@@ -96,6 +101,12 @@ impl LogIndex {
     /// threads, ascending.
     pub(crate) fn runtime_off(&self) -> &[(usize, Tid)] {
         &self.runtime_off
+    }
+
+    /// Whether the log forks a process at or after index `pos`: memory
+    /// mapped shared before that may be shared with a child.
+    pub(crate) fn forks_from(&self, pos: usize) -> bool {
+        self.last_fork.is_some_and(|f| f >= pos)
     }
 
     /// Thread `rec`'s events that the replay matches, ascending.

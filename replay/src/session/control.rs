@@ -158,6 +158,11 @@ impl Session<'_> {
                                 return stepped(None);
                             }
                         }
+                        Class::Execute if nr == libc::SYS_mmap && self.mmap_private(i, &regs)? => {
+                            if one_step {
+                                return stepped(None);
+                            }
+                        }
                         Class::Execute if nr != libc::SYS_sched_yield && !self.turns_runtime_off(self.state.threads[i].proc, nr, &tracee::syscall_args(&regs)) => {
                             self.read_altstack(i, &regs)
                         }
@@ -427,6 +432,30 @@ impl Session<'_> {
             _ => {}
         }
         Ok(false)
+    }
+
+    /// At the entry of thread `i`'s anonymous mmap (`regs`): a shared one
+    /// is made private when no fork is to come ([`Session::shared_mapping`]),
+    /// so that the process can still take checkpoints (forks, which would
+    /// share it). Returns whether the call was run here (to its exit, with
+    /// the program's r10 given back). Errors: ptrace.
+    pub(super) fn mmap_private(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+        let flags = regs.r10;
+        if flags & libc::MAP_ANONYMOUS as u64 == 0 || flags & libc::MAP_SHARED as u64 == 0 || self.shared_mapping(flags) {
+            return Ok(false);
+        }
+        let entry = Entry { nr: libc::SYS_mmap, args: tracee::syscall_args(regs), label: regs.rip };
+        self.execute_changed(i, &entry, |r| r.r10 = private(flags))?;
+        Ok(true)
+    }
+
+    /// Whether a mapping with mmap flags `flags`, made at the log's
+    /// current position, is shared in the replay: made MAP_SHARED, and
+    /// the log forks a process later, whose child may share it (mmap(2)).
+    /// Otherwise no other process sees its pages, and a private mapping
+    /// behaves the same for the program.
+    pub(super) fn shared_mapping(&self, flags: u64) -> bool {
+        flags & libc::MAP_SHARED as u64 != 0 && self.log.forks_from(self.state.pos)
     }
 
     /// At the exit of a syscall thread `i` executed (`regs`): a successful
@@ -724,3 +753,9 @@ impl Session<'_> {
     }
 }
 
+/// mmap flags `flags` with the mapping type (MAP_SHARED,
+/// MAP_SHARED_VALIDATE) made MAP_PRIVATE.
+fn private(flags: u64) -> u64 {
+    const MAP_TYPE: u64 = 0x0f;
+    (flags & !MAP_TYPE) | libc::MAP_PRIVATE as u64
+}

@@ -641,11 +641,13 @@ impl Session<'_> {
     /// (a shared mapping, a device: weft_record::mapping). The program's
     /// writes through it reach no file, and its later reads of the file
     /// are logged inputs. A writable shared mapping is shared anonymous
-    /// memory, which the process's fork children share as they shared the
-    /// file's pages in the recording (Python's multiprocessing keeps its
-    /// semaphores there, and reads their values without a call that the
-    /// log orders); a process that has one takes no checkpoints
-    /// (snapshot.rs), which would share it too.
+    /// memory when the log forks a process later, which the fork children
+    /// share as they shared the file's pages in the recording (Python's
+    /// multiprocessing keeps its semaphores there, and reads their values
+    /// without a call that the log orders); a process that has one takes
+    /// no checkpoints (snapshot.rs), which would share it too. With no
+    /// fork to come, nothing else sees the pages and the mapping is
+    /// private ([`Session::shared_mapping`]).
     pub(super) fn mmap_file(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<Step> {
         if s.result < 0 {
             self.finish_syscall(i, s.result)?;
@@ -653,7 +655,7 @@ impl Session<'_> {
         }
         let addr = s.result as u64;
         let fixed = if e.args[3] & libc::MAP_FIXED as u64 != 0 { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
-        let shared = e.args[3] & libc::MAP_SHARED as u64 != 0 && e.args[2] & libc::PROT_WRITE as u64 != 0;
+        let shared = e.args[2] & libc::PROT_WRITE as u64 != 0 && self.shared_mapping(e.args[3]);
         let sharing = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
         let anonymous = (sharing | libc::MAP_ANONYMOUS | fixed) as u64;
         let got = self.execute_changed(i, e, |r| [r.rdi, r.r10, r.r8, r.r9] = [addr, anonymous, u64::MAX, 0])?.rax as i64;
