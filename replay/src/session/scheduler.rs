@@ -601,7 +601,50 @@ impl Session<'_> {
     /// earlier arrival at the word `j` waits on
     /// ([`Session::earlier_arrival`]).
     pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
-        self.finisher_before(j).or_else(|| self.ender_before(j)).or_else(|| self.earlier_arrival(j)).or_else(|| self.poller_before(j))
+        self.finisher_before(j)
+            .or_else(|| self.ender_before(j))
+            .or_else(|| self.earlier_arrival(j))
+            .or_else(|| self.poller_before(j))
+            .or_else(|| self.elder_before(j))
+    }
+
+    /// A thread to run before thread `j`, the log's next thread, runs its
+    /// stretch to its next event: an elder twin of `j`, that is, another
+    /// thread of its process that has not run since its last event, whose
+    /// events so far (at most [`TWIN_EVENTS`]) are `j`'s (the same calls
+    /// at the same sites), the last logged before `j`'s. Threads a pool
+    /// starts run the same code, and the one ahead took the first task off
+    /// the pool's queue, whose lock the log does not see (a Rust `Mutex`,
+    /// tokio's blocking pool), even where its task's first event comes
+    /// later in the log (it computed first). Run as late as the log
+    /// allows, its stretch would come after the younger twin's, which
+    /// would take that task. `tests/rust/poolstart.rs`, 6 recordings: 5
+    /// valid in log order, none without the rule. (By spawn order instead
+    /// of the last events' order, 5 too, not the same 5: a thread's first
+    /// calls may lag behind a younger one's and its pop still come first,
+    /// or not.)
+    fn elder_before(&self, j: usize) -> Option<usize> {
+        let history = |t: usize| -> Option<Vec<(u64, i64)>> {
+            let list = self.log.events_of(self.state.threads[t].rec)?;
+            let done = &list[..list.partition_point(|&k| k < self.state.pos)];
+            (done.len() <= TWIN_EVENTS).then(|| done.iter().map(|&k| site_of(&self.trace.events[k])).collect())
+        };
+        // Stretches that end in a syscall: one that ends in a futex call
+        // or a lock may hold a lock word the other needs.
+        let ends_in_syscall = |t: usize| {
+            let next = self.next_own_event(self.state.threads[t].rec);
+            matches!(self.trace.events.get(next).map(|e| &e.kind), Some(EventKind::Syscall(_)))
+        };
+        if !ends_in_syscall(j) {
+            return None;
+        }
+        let own = history(j).filter(|h| !h.is_empty())?;
+        let last = self.state.threads[j].last_event?;
+        self.fellows(j)
+            .filter(|&t| self.state.threads[t].steps == 0 && self.state.threads[t].last_event.is_some_and(|k| k < last))
+            .filter(|&t| ends_in_syscall(t))
+            .filter(|&t| history(t).as_ref() == Some(&own))
+            .min_by_key(|&t| self.state.threads[t].last_event)
     }
 
     /// A thread to run before thread `j`, the log's next thread, parks (a
@@ -1072,6 +1115,16 @@ impl Session<'_> {
         let threads = self.state.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
         digest::hash_point(self.state.pos as u64, how.as_bytes(), threads)
     }
+}
+
+/// The most events two threads may have made to count as twins
+/// ([`Session::elder_before`]): a pool's threads starting up.
+const TWIN_EVENTS: usize = 16;
+
+/// An event's site: its pc and its syscall number (or, for any other
+/// kind, -1), which tell the same call in the same code.
+fn site_of(e: &weft_record::Event) -> (u64, i64) {
+    (e.label, if let EventKind::Syscall(s) = &e.kind { s.nr } else { -1 })
 }
 
 /// Whether syscall `nr` waits for I/O readiness (epoll(7), poll(2),
