@@ -597,14 +597,14 @@ impl Session<'_> {
     /// A thread to run before thread `j`, the owner of the log's next
     /// event, runs to it: one finishing before `j`'s wake or park
     /// ([`Session::finisher_before`]), one with no event left but its
-    /// exit before `j`'s exit_group ([`Session::ender_before`]), or an
+    /// exit before `j`'s exit_group ([`Session::ender_before`]), an
     /// earlier arrival at the word `j` waits on
-    /// ([`Session::earlier_arrival`]).
+    /// ([`Session::earlier_arrival`]), or an elder twin of `j`'s
+    /// ([`Session::elder_before`]).
     pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
         self.finisher_before(j)
             .or_else(|| self.ender_before(j))
             .or_else(|| self.earlier_arrival(j))
-            .or_else(|| self.poller_before(j))
             .or_else(|| self.elder_before(j))
     }
 
@@ -645,33 +645,6 @@ impl Session<'_> {
             .filter(|&t| ends_in_syscall(t))
             .filter(|&t| history(t).as_ref() == Some(&own))
             .min_by_key(|&t| self.state.threads[t].last_event)
-    }
-
-    /// A thread to run before thread `j`, the log's next thread, parks (a
-    /// wait on a flag word): another thread of its process whose next
-    /// event is a wait for I/O readiness
-    /// (epoll_wait, poll, select, or their entry, `SyscallWait`). Both
-    /// went idle; the one that polls had taken the I/O driver, which
-    /// made the other park instead (tokio's workers: the driver is a
-    /// try-lock, an atomic the log does not see). Run after the park
-    /// starts, the poller's stretch would leave the driver free for `j`.
-    /// It runs to its poll, which then waits for its place in the log.
-    fn poller_before(&self, j: usize) -> Option<usize> {
-        use weft_record::event::{Sync, SyncOp};
-        let parks = |e: &weft_record::Event| matches!(&e.kind, EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, .. }) if self.log.is_flag_word(*var));
-        if !self.trace.events.get(self.state.pos).is_some_and(parks) {
-            return None;
-        }
-        let polls = |at: usize| match self.trace.events.get(at).map(|e| &e.kind) {
-            Some(EventKind::Syscall(s)) => is_poll(s.nr),
-            Some(EventKind::Sync(Sync { op: SyncOp::SyscallWait, var, .. })) => is_poll(*var as i64),
-            _ => false,
-        };
-        self.fellows(j)
-            .map(|t| (t, self.next_own_event(self.state.threads[t].rec)))
-            .filter(|&(_, at)| polls(at))
-            .min_by_key(|&(_, at)| at)
-            .map(|(t, _)| t)
     }
 
     /// A thread to run before thread `j`, the log's next thread, starts a
@@ -1125,13 +1098,6 @@ const TWIN_EVENTS: usize = 16;
 /// kind, -1), which tell the same call in the same code.
 fn site_of(e: &weft_record::Event) -> (u64, i64) {
     (e.label, if let EventKind::Syscall(s) = &e.kind { s.nr } else { -1 })
-}
-
-/// Whether syscall `nr` waits for I/O readiness (epoll(7), poll(2),
-/// select(2)).
-fn is_poll(nr: i64) -> bool {
-    [libc::SYS_epoll_wait, libc::SYS_epoll_pwait, libc::SYS_epoll_pwait2, libc::SYS_poll, libc::SYS_ppoll, libc::SYS_select, libc::SYS_pselect6]
-        .contains(&nr)
 }
 
 /// How many atomic increments or decrements of one separate futex word
