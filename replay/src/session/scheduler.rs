@@ -1094,10 +1094,16 @@ impl Session<'_> {
 /// ([`Session::elder_before`]): a pool's threads starting up.
 const TWIN_EVENTS: usize = 16;
 
-/// An event's site: its pc and its syscall number (or, for any other
-/// kind, -1), which tell the same call in the same code.
+/// An event's site: its pc and what it was (a syscall's number, a
+/// synchronization's operation as a negative number, -1 for any other
+/// kind), which tell the same call in the same code.
 fn site_of(e: &weft_record::Event) -> (u64, i64) {
-    (e.label, if let EventKind::Syscall(s) = &e.kind { s.nr } else { -1 })
+    let what = match &e.kind {
+        EventKind::Syscall(s) => s.nr,
+        EventKind::Sync(s) => -2 - s.op as i64,
+        _ => -1,
+    };
+    (e.label, what)
 }
 
 /// How many atomic increments or decrements of one separate futex word
