@@ -606,6 +606,61 @@ impl Session<'_> {
             .or_else(|| self.ender_before(j))
             .or_else(|| self.earlier_arrival(j))
             .or_else(|| self.elder_before(j))
+            .or_else(|| self.writer_before(j))
+    }
+
+    /// A thread to run before thread `j`, the log's next thread, goes on
+    /// from (or to) a read that took what writes the log places later
+    /// had written: the recorder logs a write where it returns, which on
+    /// two cores may be after the reader's return. An eventfd that wakes
+    /// an event loop is the common case: libuv's `uv_async_send` sets the
+    /// handle's pending flag, then writes; the loop reads the eventfd,
+    /// then looks at the flags. So the writer of such a write, when that
+    /// write is its next event, runs to it first: what it did before it
+    /// (the flag) is done when the reader looks. `j`'s read is its latest
+    /// among the log's next event and its last [`READER_EVENTS`]; it took
+    /// as many later writes as its value (8 bytes: an eventfd's count)
+    /// exceeds the writes to its descriptor logged since the read before
+    /// it, or, for a read of other than 8 bytes, the next write when none
+    /// was logged since. Scans go at most [`WRITE_LOOK`] events.
+    fn writer_before(&self, j: usize) -> Option<usize> {
+        let proc = self.state.threads[j].proc;
+        let ours: Vec<Tid> = self.state.threads.iter().filter(|t| t.proc == proc).map(|t| t.rec).collect();
+        let (at, fd, taken) = self.last_read(j)?;
+        let on_fd = |e: &weft_record::Event, op: fn(i64) -> bool| {
+            ours.contains(&e.tid) && matches!(&e.kind, EventKind::Syscall(s) if op(s.nr) && s.args[0] == fd && s.result > 0)
+        };
+        let before = &self.trace.events[at.saturating_sub(WRITE_LOOK)..at];
+        let since = before.iter().rev().take_while(|e| !on_fd(e, is_read)).filter(|e| on_fd(e, is_write)).count();
+        let later = match taken {
+            Some(value) => value.saturating_sub(since as u64).min(8) as usize,
+            None => usize::from(since == 0),
+        };
+        let writes = self.trace.events[at + 1..(at + 1 + WRITE_LOOK).min(self.trace.events.len())]
+            .iter()
+            .enumerate()
+            .take_while(|(_, e)| !on_fd(e, is_read))
+            .filter(|(_, e)| on_fd(e, is_write))
+            .map(|(k, e)| (at + 1 + k, e.tid))
+            .take(later);
+        let due: Vec<(usize, Tid)> = writes.filter(|&(k, w)| k >= self.state.pos && self.next_own_event(w) == k).collect();
+        self.fellows(j).find(|&t| due.iter().any(|&(_, w)| w == self.state.threads[t].rec))
+    }
+
+    /// Thread `j`'s latest read that returned bytes, among the log's next
+    /// event (if `j`'s) and its last [`READER_EVENTS`] events: its index,
+    /// its descriptor, and, for a read of 8 bytes, the value read.
+    fn last_read(&self, j: usize) -> Option<(usize, u64, Option<u64>)> {
+        let rec = self.state.threads[j].rec;
+        let list = self.log.events_of(rec)?;
+        let end = list.partition_point(|&k| k <= self.state.pos);
+        list[end.saturating_sub(READER_EVENTS + 1)..end].iter().rev().find_map(|&k| match &self.trace.events[k].kind {
+            EventKind::Syscall(s) if is_read(s.nr) && s.result > 0 => {
+                let value = s.writes.first().filter(|_| s.result == 8).and_then(|w| self.trace.contents(&w.data).ok());
+                Some((k, s.args[0], value.and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?)))))
+            }
+            _ => None,
+        })
     }
 
     /// A thread to run before thread `j`, the log's next thread, runs its
@@ -1088,6 +1143,25 @@ impl Session<'_> {
         let threads = self.state.threads.iter().zip(&states).map(|(t, s)| (t.rec, &t.regs, s.as_bytes()));
         digest::hash_point(self.state.pos as u64, how.as_bytes(), threads)
     }
+}
+
+/// How far [`Session::writer_before`] looks from a read for the read
+/// before it and the writes after it, in events.
+const WRITE_LOOK: usize = 4096;
+
+/// How many of a thread's last events [`Session::last_read`] looks at.
+const READER_EVENTS: usize = 8;
+
+/// Whether syscall `nr` reads from a descriptor's stream (read(2),
+/// readv(2), recvfrom(2), recvmsg(2)).
+fn is_read(nr: i64) -> bool {
+    [libc::SYS_read, libc::SYS_readv, libc::SYS_recvfrom, libc::SYS_recvmsg].contains(&nr)
+}
+
+/// Whether syscall `nr` writes to a descriptor's stream (write(2),
+/// writev(2), sendto(2), sendmsg(2)).
+fn is_write(nr: i64) -> bool {
+    [libc::SYS_write, libc::SYS_writev, libc::SYS_sendto, libc::SYS_sendmsg].contains(&nr)
 }
 
 /// The most events two threads may have made to count as twins
