@@ -14,6 +14,37 @@ fn missing_program_is_a_clear_error() {
     assert!(err(&out).contains("command not found"), "{}", err(&out));
 }
 
+/// A child of weft's that weft does not trace ends the recording no later
+/// than the program: `exec weft record ... 2> >(cat)` in bash makes the
+/// `cat`, which reads weft's stderr until it closes, weft's child.
+/// weft waited for every child, the `cat` for weft: a hang.
+#[test]
+fn an_untraced_child_does_not_keep_the_recording_waiting() {
+    let trace = trace_dir("untraced-child");
+    let script = format!("exec {} record -o {} -- /bin/echo done 2> >(cat >/dev/null)", env!("CARGO_BIN_EXE_weft"), trace.display());
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("XDG_DATA_HOME", scratch().join("xdg"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the recording still waited after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let rep = replay(&trace, &["--no-explore"]);
+    assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
+}
+
 #[test]
 fn a_directory_that_is_not_a_trace() {
     let dir = scratch().join("not-a-trace");

@@ -223,8 +223,15 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
 }
 
 impl Recorder {
+    /// Handles the tracees' stops until the first process has ended and
+    /// every tracee is reaped. Not until waitpid finds no child at all:
+    /// weft may have children it does not trace, which its own stdout or
+    /// stderr may keep waiting (`weft record prog 2> >(tee log)`: bash
+    /// forks the `tee` and then execs weft in the same process, which
+    /// makes the `tee` weft's child, and it waits for the end of weft's
+    /// stderr).
     fn run(&mut self) -> Result<()> {
-        loop {
+        while self.end.is_none() || !self.threads.is_empty() {
             let status = match waitpid(None, Some(WaitPidFlag::__WALL)) {
                 Ok(s) => s,
                 Err(Errno::ECHILD) => return Ok(()),
@@ -233,6 +240,7 @@ impl Recorder {
             };
             self.handle(status)?;
         }
+        Ok(())
     }
 
     fn handle(&mut self, status: WaitStatus) -> Result<()> {
