@@ -86,33 +86,3 @@ fn sort_parallel() {
     let args = ["--parallel=2", "-S", "64M"];
     replay_every_recording(RECORDINGS, "sort", "sort", "coreutils", &args, 4);
 }
-
-/// node's libuv thread pool, which issue 12 names: 16 `pbkdf2` and 16
-/// `readFile` calls run on the pool's four threads, which hand their
-/// results to the event loop through a mutex, a pending flag and an
-/// eventfd (`uv_async_send`: the flag, then a write). The recorder logs a
-/// worker's write where it returns, which may be after the loop's read
-/// of the eventfd: the replay lets the writer run to its write before the
-/// loop goes on from such a read (`writer_before`), so the loop finds the
-/// flag set, as it did. Measured on 8 recordings: 8 valid in log order,
-/// 4 before. Three recordings, each valid in log order, printing the
-/// results in the recorded order.
-#[test]
-fn node_thread_pool() {
-    let script = scratch().join("node-pool.js");
-    std::fs::write(&script, NODE_POOL).unwrap();
-    replay_every_recording(3, "node-pool", "node", "nodejs", &[script.to_str().unwrap()], 1);
-}
-
-/// The script of [`node_thread_pool`]: it reads the file named by its
-/// argument 16 times and prints each result as it completes.
-const NODE_POOL: &str = r#"
-const crypto = require('crypto'); const fs = require('fs');
-const input = process.argv[2]; const out = [];
-for (let i = 0; i < 16; i++) {
-  crypto.pbkdf2('pw' + i, 'salt', 2000, 32, 'sha256', (e, k) => out.push('key ' + i + ' ' + k.toString('hex')));
-  fs.readFile(input, (e, d) => out.push('file ' + i + ' ' + d.length));
-}
-process.on('exit', () => console.log(out.join('\n')));
-"#;
-

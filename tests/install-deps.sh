@@ -5,8 +5,8 @@
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # g++ for tests/cpp (tests/inprocess.rs); gdb and lldb-22 for tests/debugger.rs: lldb-22 comes from Debian 12's
-# security suite (bookworm-security, in a fresh install's sources); nodejs for tests/debian.rs.
-apt-get install -y -qq gcc g++ libc6-dev pbzip2 xz-utils coreutils curl ca-certificates gdb lldb-22 nodejs >/dev/null
+# security suite (bookworm-security, in a fresh install's sources).
+apt-get install -y -qq gcc g++ libc6-dev pbzip2 xz-utils coreutils curl ca-certificates gdb lldb-22 >/dev/null
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi

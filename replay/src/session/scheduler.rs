@@ -630,10 +630,25 @@ impl Session<'_> {
         let on_fd = |e: &weft_record::Event, op: fn(i64) -> bool| {
             ours.contains(&e.tid) && matches!(&e.kind, EventKind::Syscall(s) if op(s.nr) && s.args[0] == fd && s.result > 0)
         };
-        let before = &self.trace.events[at.saturating_sub(WRITE_LOOK)..at];
-        let since = before.iter().rev().take_while(|e| !on_fd(e, is_read)).filter(|e| on_fd(e, is_write)).count();
+        // Writes logged since the read before, less those that read had
+        // taken already (it too may have taken writes logged after it).
+        // From the second read of it before, whose value says how many
+        // writes the read between took ahead.
+        let window = &self.trace.events[at.saturating_sub(WRITE_LOOK)..at];
+        let from = window.iter().rposition(|e| on_fd(e, is_read)).and_then(|k| window[..k].iter().rposition(|e| on_fd(e, is_read))).unwrap_or(0);
+        let (mut since, mut taken_ahead) = (0u64, 0u64);
+        for e in &window[from..] {
+            if on_fd(e, is_write) {
+                since += 1;
+            } else if on_fd(e, is_read) {
+                let value = if let EventKind::Syscall(s) = &e.kind { self.read_value(s) } else { None };
+                taken_ahead = value.map_or(0, |v| v.saturating_sub(since.saturating_sub(taken_ahead)));
+                since = 0;
+            }
+        }
+        let since = since.saturating_sub(taken_ahead);
         let later = match taken {
-            Some(value) => value.saturating_sub(since as u64).min(8) as usize,
+            Some(value) => value.saturating_sub(since).min(8) as usize,
             None => usize::from(since == 0),
         };
         let writes = self.trace.events[at + 1..(at + 1 + WRITE_LOOK).min(self.trace.events.len())]
@@ -647,6 +662,13 @@ impl Session<'_> {
         self.fellows(j).find(|&t| due.iter().any(|&(_, w)| w == self.state.threads[t].rec))
     }
 
+    /// The value read by read `s` of 8 bytes (an eventfd's count), if it
+    /// read 8 bytes.
+    fn read_value(&self, s: &weft_record::event::Syscall) -> Option<u64> {
+        let data = self.trace.contents(&s.writes.first().filter(|_| s.result == 8)?.data).ok()?;
+        Some(u64::from_le_bytes(data.get(..8)?.try_into().ok()?))
+    }
+
     /// Thread `j`'s latest read that returned bytes, among the log's next
     /// event (if `j`'s) and its last [`READER_EVENTS`] events: its index,
     /// its descriptor, and, for a read of 8 bytes, the value read.
@@ -655,10 +677,7 @@ impl Session<'_> {
         let list = self.log.events_of(rec)?;
         let end = list.partition_point(|&k| k <= self.state.pos);
         list[end.saturating_sub(READER_EVENTS + 1)..end].iter().rev().find_map(|&k| match &self.trace.events[k].kind {
-            EventKind::Syscall(s) if is_read(s.nr) && s.result > 0 => {
-                let value = s.writes.first().filter(|_| s.result == 8).and_then(|w| self.trace.contents(&w.data).ok());
-                Some((k, s.args[0], value.and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?)))))
-            }
+            EventKind::Syscall(s) if is_read(s.nr) && s.result > 0 => Some((k, s.args[0], self.read_value(s))),
             _ => None,
         })
     }
@@ -1147,7 +1166,7 @@ impl Session<'_> {
 
 /// How far [`Session::writer_before`] looks from a read for the read
 /// before it and the writes after it, in events.
-const WRITE_LOOK: usize = 4096;
+const WRITE_LOOK: usize = 65536;
 
 /// How many of a thread's last events [`Session::last_read`] looks at.
 const READER_EVENTS: usize = 8;
