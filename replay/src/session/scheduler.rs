@@ -628,9 +628,9 @@ impl Session<'_> {
     /// 5 of 5 with it; node's libuv thread pool: 8 of 8, 4 of 7 before.
     /// Scans go at most [`WRITE_LOOK`] events.
     fn writer_before(&self, j: usize) -> Option<usize> {
+        let (at, fd, taken) = self.last_read(j)?;
         let proc = self.state.threads[j].proc;
         let ours: Vec<Tid> = self.state.threads.iter().filter(|t| t.proc == proc).map(|t| t.rec).collect();
-        let (at, fd, taken) = self.last_read(j)?;
         let on_fd = |e: &weft_record::Event, op: fn(i64) -> bool| {
             ours.contains(&e.tid) && matches!(&e.kind, EventKind::Syscall(s) if op(s.nr) && s.args[0] == fd && s.result > 0)
         };
