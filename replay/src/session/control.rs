@@ -152,17 +152,12 @@ impl Session<'_> {
                                 return stepped(None);
                             }
                         }
+                        Class::Execute if self.ran_changed(i, nr, &regs)? => {
+                            if one_step {
+                                return stepped(None);
+                            }
+                        }
                         // sched_yield is a yield point (scheduler.rs).
-                        Class::Execute if nr == libc::SYS_madvise && self.madvise(i, &regs)? => {
-                            if one_step {
-                                return stepped(None);
-                            }
-                        }
-                        Class::Execute if nr == libc::SYS_mmap && self.mmap_private(i, &regs)? => {
-                            if one_step {
-                                return stepped(None);
-                            }
-                        }
                         Class::Execute if nr != libc::SYS_sched_yield && !self.turns_runtime_off(self.state.threads[i].proc, nr, &tracee::syscall_args(&regs)) => {
                             self.read_altstack(i, &regs)
                         }
@@ -407,6 +402,18 @@ impl Session<'_> {
         self.state.threads[i].altstack_call = Some(stack);
     }
 
+    /// At the entry of thread `i`'s executed syscall `nr` (`regs`): runs
+    /// it here with arguments the replay changes, if it changes any
+    /// ([`Session::madvise`], [`Session::mmap_private`]); returns whether
+    /// it did. Errors: ptrace.
+    fn ran_changed(&mut self, i: usize, nr: i64, regs: &Regs) -> Result<bool> {
+        match nr {
+            libc::SYS_madvise => self.madvise(i, regs),
+            libc::SYS_mmap => self.mmap_private(i, regs),
+            _ => Ok(false),
+        }
+    }
+
     /// At the entry of thread `i`'s madvise (`regs`): the advice that
     /// would keep memory out of a fork is changed or noted, since
     /// checkpoints are forks (madvise(2)). MADV_DONTFORK becomes
@@ -418,7 +425,7 @@ impl Session<'_> {
     /// process takes no more checkpoints. Returns whether the call was
     /// run here (to its exit, with the program's rdx given back).
     /// Errors: ptrace.
-    pub(super) fn madvise(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+    fn madvise(&mut self, i: usize, regs: &Regs) -> Result<bool> {
         match regs.rdx as i32 {
             libc::MADV_DONTFORK => {
                 let entry = Entry { nr: libc::SYS_madvise, args: tracee::syscall_args(regs), label: regs.rip };
@@ -439,7 +446,7 @@ impl Session<'_> {
     /// so that the process can still take checkpoints (forks, which would
     /// share it). Returns whether the call was run here (to its exit, with
     /// the program's r10 given back). Errors: ptrace.
-    pub(super) fn mmap_private(&mut self, i: usize, regs: &Regs) -> Result<bool> {
+    fn mmap_private(&mut self, i: usize, regs: &Regs) -> Result<bool> {
         let flags = regs.r10;
         if flags & libc::MAP_ANONYMOUS as u64 == 0 || flags & libc::MAP_SHARED as u64 == 0 || self.shared_mapping(flags) {
             return Ok(false);
