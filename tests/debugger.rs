@@ -264,6 +264,45 @@ fn step_next_finish_and_their_reverses() {
     assert!(t.section("reverse-step").contains("work_step (id="), "back into work_step's last line:\n{}", t.text);
 }
 
+/// calls.c: main calls add() on three lines. A `next` over a call steps
+/// into it before it runs to the return: going back, gdb reverse-steps
+/// into the call's end, sets a breakpoint at add's entry and continues
+/// back, which must stop at that call's entry, reached by a single step,
+/// and not at an earlier one.
+#[test]
+fn reverse_next_and_reverse_continue_find_a_call_entered_by_stepping() {
+    let exe = debug_program("calls");
+    let trace = trace_dir("dbg-calls");
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "a=4 total=6\n", "{}", err(&rec));
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "break main",
+            "continue",
+            "next",
+            "next",
+            "next",
+            "@reverse-next",
+            "reverse-next",
+            "print a",
+            "break add",
+            "step",
+            "next",
+            "@reverse-continue",
+            "reverse-continue",
+            "print x",
+        ],
+    );
+    let rnext = t.section("reverse-next");
+    assert!(rnext.contains("second call"), "reverse-next from the third call's line goes to the second's:\n{}", t.text);
+    assert_eq!(int(rnext), 2, "{}", t.text);
+    let rcont = t.section("reverse-continue");
+    assert!(rcont.contains("Breakpoint 2, add (x=2)"), "back to the entry of the call stepped into:\n{}", t.text);
+    assert_eq!(int(rcont), 2, "{}", t.text);
+}
+
 /// tls_id is 100 + the worker's argument in each worker, 0 in main.
 #[test]
 fn thread_local_variable_prints_each_threads_value() {

@@ -146,11 +146,19 @@ impl ReplaySession<'_> {
                     Ok(())
                 })
             }
+            // A single step onto a breakpoint's address is a hit too (gdb's
+            // reverse-next sets one at a callee's entry and continues back
+            // from inside it), but not the step that ends at `hi` itself.
             Leg::Steps(m) => self.walk_steps(prefix.tid, point, *m, &set.watchpoints, |me, j, halt| {
-                if matches!(halt, Halt::Watch(_)) {
+                let on_breakpoint = || me.live.pc(prefix.tid).is_ok_and(|pc| set.breakpoints.contains(&pc));
+                let hit = match halt {
+                    Halt::Watch(_) => Some(me.hit_stop(halt, values)),
+                    _ if !(last && j == *m) && on_breakpoint() => Some(me.hit_stop(&Halt::Breakpoint, values)),
+                    _ => None,
+                };
+                if let Some(stop) = hit {
                     let mut mark = prefix.clone();
                     mark.push(Leg::Steps(j));
-                    let stop = me.hit_stop(halt, values);
                     hits.push(Hit { mark, stop });
                 }
             }),
