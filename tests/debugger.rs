@@ -303,6 +303,77 @@ fn reverse_next_and_reverse_continue_find_a_call_entered_by_stepping() {
     assert_eq!(int(rcont), 2, "{}", t.text);
 }
 
+/// The replay starts at the exec stop, before _start's first
+/// instruction: there is nothing to go back to, which gdb hears as the
+/// end of its history (the connection stays), and the first stepi
+/// executes that instruction.
+#[test]
+fn at_the_start_reverse_is_no_more_history_and_stepi_moves() {
+    let (trace, exe) = counter_trace("dbg-start");
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "@start",
+            "p/x $pc",
+            "@reverse-stepi",
+            "reverse-stepi",
+            "@reverse-continue",
+            "reverse-continue",
+            "@stepi",
+            "stepi",
+            "p/x $pc",
+            "@when",
+            "monitor when",
+        ],
+    );
+    for back in ["reverse-stepi", "reverse-continue"] {
+        assert!(t.section(back).contains("No more reverse-execution history."), "{back}:\n{}", t.text);
+    }
+    assert_ne!(printed(t.section("start")), printed(t.section("stepi")), "the first stepi moves the pc:\n{}", t.text);
+    assert!(t.section("when").contains("segment 0 +1 instruction "), "{}", t.text);
+    assert!(!t.text.contains("Remote connection closed"), "{}", t.text);
+}
+
+/// With another thread selected than the one at the breakpoint, gdb steps
+/// that one off it, then sends `Hc0` and `bs` for its selected thread:
+/// reverse-stepi moves the selected thread.
+#[test]
+fn reverse_stepi_moves_the_selected_thread() {
+    let (trace, exe) = counter_trace("dbg-select");
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &["break work_step", "continue", "thread 1", "@before", "p/x $pc", "@reverse-stepi", "reverse-stepi", "p $_thread", "@pc", "p/x $pc"],
+    );
+    let back = t.section("reverse-stepi");
+    assert!(!back.contains("received signal"), "{}", t.text);
+    assert_eq!(printed(back), "1", "the selected thread stays selected:\n{}", t.text);
+    assert_ne!(printed(t.section("before")), printed(t.section("pc")), "main went back an instruction:\n{}", t.text);
+}
+
+/// A resume the replay cannot carry out is a stop, not a dropped client:
+/// a step of a thread that is not live here (gdb's selection from another
+/// point of the recording) ends in that thread, and a reverse step with
+/// nothing before is the start of the history (`replaylog:begin`).
+#[test]
+fn a_step_of_a_missing_thread_and_a_reverse_step_at_the_start_are_stops() {
+    let (trace, exe) = counter_trace("dbg-missing");
+    let mut server = Server::start(&trace);
+    {
+        let mut c = Rsp::connect(server.port).expect("connect");
+        let step = c.ask("vCont;s:p1.7ffffff0").expect("a stop reply");
+        assert!(step.starts_with("T05") && step.contains("7ffffff0;"), "{step}\n{}", server.stderr_text());
+        assert_eq!(c.ask("Hcp1.0").expect("reply"), "OK");
+        let back = c.ask("bs").expect("a stop reply");
+        assert!(back.contains("replaylog:begin"), "{back}\n{}", server.stderr_text());
+        assert!(c.ask("qfThreadInfo").expect("reply").starts_with('m'), "{}", server.stderr_text());
+    }
+    assert!(server.alive(), "{}", server.stderr_text());
+    assert!(!server.stderr_text().contains("dropped"), "{}", server.stderr_text());
+    assert_usable(&server, &exe);
+}
+
 /// tls_id is 100 + the worker's argument in each worker, 0 in main.
 #[test]
 fn thread_local_variable_prints_each_threads_value() {

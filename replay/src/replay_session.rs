@@ -240,7 +240,12 @@ impl<'a> ReplaySession<'a> {
         if let Some(end) = &self.end {
             return Ok(end.clone());
         }
-        let step = step.map(|t| self.live.thread_index(t).ok_or_else(|| anyhow!("no live thread {t}"))).transpose()?;
+        // A thread that is not live here (gdb's selection from another
+        // point of the recording) ended as far as gdb can tell.
+        let step = match step.map(|t| (t, self.live.thread_index(t))) {
+            Some((tid, None)) => return Ok(Stop::ThreadExited { tid }),
+            other => other.and_then(|(_, i)| i),
+        };
         loop {
             // Without checkpoints (autopilot) there is no reason to pause.
             let pause_at = (self.sopts.max_checkpoints > 0).then(|| Instant::now() + self.sopts.checkpoint_interval);

@@ -200,17 +200,23 @@ impl ReplaySession<'_> {
         watches.iter().map(read).collect()
     }
 
-    /// Goes back one instruction of thread `tid`. Errors: rebuilding
-    /// processes failed, or `tid` has executed nothing before this point
-    /// in the replay.
+    /// Goes back one instruction of thread `tid`; when `tid` executed
+    /// nothing before this point (or is not live here), stays and stops
+    /// with [`Stop::StartOfRecording`] (gdb: "No more reverse-execution
+    /// history"). Errors: rebuilding processes failed.
     pub(crate) fn reverse_step(&mut self, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
         let now = self.mark.clone();
         let target = if now.tid == tid && !now.path.is_empty() {
-            self.one_before(&now, interrupt)
+            self.one_before(&now, interrupt).map(Some)
+        } else if self.live.thread_index(tid).is_none() {
+            Ok(None)
         } else {
             self.end_of_previous_segment(&now, tid, interrupt)
         };
-        let moved = target.and_then(|target| self.seek(&target)).map(|()| Stop::Step { tid });
+        let moved = target.and_then(|target| match target {
+            Some(target) => self.seek(&target).map(|()| Stop::Step { tid }),
+            None => self.seek(&now).map(|()| Stop::StartOfRecording { tid }),
+        });
         self.interruptible(moved, &now)
     }
 
@@ -265,8 +271,9 @@ impl ReplaySession<'_> {
 
     /// The last moment of thread `tid`'s last segment before `now` in
     /// which it executed an instruction, before that instruction's
-    /// successor: single steps through that segment.
-    fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
+    /// successor: single steps through that segment. `None` when it
+    /// executed nothing before `now`.
+    fn end_of_previous_segment(&mut self, now: &Mark, tid: Tid, interrupt: &mut dyn FnMut() -> bool) -> Result<Option<Mark>> {
         let pc_now = self.live.pc(tid)?;
         let mut hi = now.clone();
         loop {
@@ -285,11 +292,11 @@ impl ReplaySession<'_> {
                 }
             }
             if let Some(start) = last {
-                return self.last_instruction(&start, pc_now, interrupt);
+                return self.last_instruction(&start, pc_now, interrupt).map(Some);
             }
             match from_mark {
                 Some(m) => hi = m,
-                None => bail!("thread {tid} has executed nothing before this point of the recording"),
+                None => return Ok(None),
             }
         }
     }

@@ -9,6 +9,10 @@
 //! reply goes to gdbstub, which ignores acks. Anything else (a bad
 //! checksum included) goes to gdbstub untouched, which handles it as
 //! before.
+//!
+//! It also notes the threads gdb's `H` packets select, which gdbstub keeps
+//! to itself: a `bs` after `Hc0` steps gdb's general thread
+//! ([`Intercept::step_thread`]).
 
 use std::collections::VecDeque;
 
@@ -21,6 +25,9 @@ const NO_ACK: &[u8] = b"QStartNoAckMode";
 /// The longest packet, in bytes, read ahead in full; a longer one goes
 /// to gdbstub as it comes.
 const MAX_PACKET: usize = 256;
+/// The most of a packet's body kept to read an `H` packet's thread id
+/// (`Hgp1f2a.1f2b` is 12 bytes).
+const H_BODY: usize = 32;
 
 /// The client's bytes not yet handed to gdbstub.
 pub trait Unread {
@@ -48,18 +55,56 @@ pub struct Intercept {
     framing: Framing,
     /// The client negotiated no-ack mode (`QStartNoAckMode`).
     no_ack: bool,
+    /// The start of the body of the packet gdbstub is reading.
+    body: Vec<u8>,
+    /// The thread gdb's last `Hg` selected, if it named one.
+    general: Option<i32>,
+    /// gdb's last `Hc` named any thread (`0` or `-1`) rather than one.
+    continue_any: bool,
 }
 
 impl Intercept {
     /// Notes `byte` handed to gdbstub, to know where its packets begin.
     pub fn passed(&mut self, byte: u8) {
         self.framing = match (self.framing, byte) {
-            (Framing::Between, b'$') => Framing::Body,
-            (Framing::Body, b'#') => Framing::Checksum(2),
+            (Framing::Between, b'$') => {
+                self.body.clear();
+                Framing::Body
+            }
+            (Framing::Body, b'#') => {
+                self.packet_read();
+                Framing::Checksum(2)
+            }
+            (Framing::Body, _) if self.body.len() < H_BODY => {
+                self.body.push(byte);
+                Framing::Body
+            }
             (Framing::Checksum(2), _) => Framing::Checksum(1),
             (Framing::Checksum(_), _) => Framing::Between,
             (other, _) => other,
         };
+    }
+
+    /// Notes the thread a packet gdbstub read selects (`Hg`, `Hc`; GDB RSP,
+    /// "Packets": `H op thread-id`).
+    fn packet_read(&mut self) {
+        match self.body.split_at_checked(2) {
+            Some((b"Hg", id)) => self.general = thread_id(id),
+            Some((b"Hc", id)) => self.continue_any = thread_id(id).is_none(),
+            _ => {}
+        }
+    }
+
+    /// The thread a reverse step (`bs`) is for when gdb's last `Hc` named
+    /// any thread: the thread its last `Hg` selected. gdb resumes that
+    /// way in reverse (`bs` has no thread of its own) when the selected
+    /// thread is not the one that last stopped: it first steps the thread
+    /// at the breakpoint off it (`Hc` with that thread), then sends `Hc0`
+    /// and `bs` meaning the thread it selected, as gdbserver steps its
+    /// current (general) thread. `None` when `Hc` named a thread, or no
+    /// `Hg` did.
+    pub fn step_thread(&self) -> Option<i32> {
+        self.general.filter(|_| self.continue_any)
     }
 
     /// The arguments of the `qGetTLSAddr` packet the unread bytes begin
@@ -110,6 +155,18 @@ impl Intercept {
         let ack = if self.no_ack { "" } else { "+" };
         format!("{ack}${reply}#{sum:02x}").into_bytes()
     }
+}
+
+/// A specific thread in a thread-id (GDB RSP, "thread-id syntax":
+/// `p<pid>.<tid>` or `<tid>`, in hex); `None` for `0` and `-1` (any,
+/// all) and for anything malformed.
+fn thread_id(id: &[u8]) -> Option<i32> {
+    let id = std::str::from_utf8(id).ok()?;
+    let tid = match id.strip_prefix('p') {
+        Some(rest) => rest.split_once('.')?.1,
+        None => id,
+    };
+    i32::from_str_radix(tid, 16).ok().filter(|t| *t > 0)
 }
 
 #[cfg(test)]
@@ -174,6 +231,27 @@ mod tests {
         let mut s = script(&[b"$qGetTLSAddr:1,2"]);
         assert_eq!(i.take(&mut s), None);
         assert_eq!(s.unread, b"$qGetTLSAddr:1,2");
+    }
+
+    #[test]
+    fn notes_the_thread_a_reverse_step_is_for() {
+        let mut i = Intercept::default();
+        let mut s = script(&[b"$Hgp1.65b3#7e$Hcp1.65b4#7b$bs#d5"]);
+        s.read_more();
+        pass_all(&mut i, &mut s);
+        assert_eq!(i.step_thread(), None, "Hc named a thread");
+        for packet in [&b"$Hcp1.0#aa"[..], b"$Hc-1#09", b"$Hc0#db"] {
+            let mut s = script(&[packet]);
+            s.read_more();
+            pass_all(&mut i, &mut s);
+            assert_eq!(i.step_thread(), Some(0x65b3));
+        }
+        let mut s = script(&[b"$Hg0#df"]);
+        s.read_more();
+        pass_all(&mut i, &mut s);
+        assert_eq!(i.step_thread(), None, "Hg named no thread");
+        assert_eq!(thread_id(b"p1.zz"), None);
+        assert_eq!(thread_id(b"1f"), Some(31));
     }
 
     #[test]

@@ -106,9 +106,10 @@ fn usages(cmd: &str) -> String {
 pub fn run(cmd: &Command, session: &mut ReplaySession<'_>, print: &mut dyn FnMut(&str)) -> String {
     let moved = |stop: anyhow::Result<Stop>, session: &ReplaySession<'_>| match stop {
         Ok(stop) => format!(
-            "{}; now at {}.\ngdb still shows the registers and memory of before: run `maint flush register-cache` and `maint flush dcache` (or step or continue) to see them.\n",
+            "{}; now at {}.\ngdb still shows the registers and memory of before: run `maint flush register-cache` and `maint flush dcache` (or step or continue) to see them.\nThe threads here: {} (a thread gdb shows that is not one of them cannot step; `thread N` selects another).\n",
             describe(&stop),
-            session.when().mark
+            session.when().mark,
+            session.threads().iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
         ),
         Err(e) => format!("error: {e:#}\n"),
     };

@@ -217,6 +217,7 @@ fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<
                     match incoming.next() {
                         Some(byte) => {
                             intercept.passed(byte);
+                            target.any_step_thread = intercept.step_thread();
                             gdb.incoming_data(target, byte)?
                         }
                         None => return Ok(ClientEnd::Closed),

@@ -78,12 +78,16 @@ pub struct ReplayTarget<'s, 'a> {
     action: Action,
     /// The last stop reported was the fatal signal ([`Stop::Killed`]).
     killed_reported: bool,
+    /// The thread a `bs` after `Hc0` steps
+    /// ([`crate::intercept::Intercept::step_thread`], which the server
+    /// keeps here).
+    pub(crate) any_step_thread: Option<Tid>,
 }
 
 impl<'s, 'a> ReplayTarget<'s, 'a> {
     /// A target over `session`.
     pub fn new(session: &'s mut ReplaySession<'a>) -> Self {
-        Self { session, action: Action::Continue, killed_reported: false }
+        Self { session, action: Action::Continue, killed_reported: false, any_step_thread: None }
     }
 
     /// The failure the replay is known to meet (no valid schedule was
@@ -145,10 +149,13 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
     }
 
     /// The thread to report `stop` in: its own if alive, else the
-    /// session's current one.
+    /// session's current one; but the end of a thread gdb was stepping
+    /// is reported in that thread (gdb asserts that a step-over it started
+    /// ends in its thread).
     fn reported_tid(&self, stop: &Stop) -> Tid {
         let tid = stop.tid();
-        if self.session.threads().contains(&tid) {
+        let stepped = matches!((self.action, stop), (Action::Step(t), Stop::ThreadExited { tid }) if t == *tid);
+        if stepped || self.session.threads().contains(&tid) {
             tid
         } else {
             self.session.current_tid()
@@ -308,8 +315,11 @@ impl ReverseCont<GdbTid> for ReplayTarget<'_, '_> {
 }
 
 impl ReverseStep<GdbTid> for ReplayTarget<'_, '_> {
+    /// gdbstub resolves `Hc0` to the first thread listed, the one that
+    /// last stopped; gdb means its selected thread, when it is live.
     fn reverse_step(&mut self, tid: GdbTid) -> Result<(), Self::Error> {
-        self.action = Action::ReverseStep(recorded(tid));
+        let selected = self.any_step_thread.filter(|t| self.session.threads().contains(t));
+        self.action = Action::ReverseStep(selected.unwrap_or(recorded(tid)));
         Ok(())
     }
 }
