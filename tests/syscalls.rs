@@ -67,3 +67,42 @@ fn seccomp_trap_replays_its_sigsys() {
     assert!(out.contains(&format!("getppid {nr} trapped 3 nr {nr} data 7")), "{out}");
     assert!(!err(&rec).contains("not supported") && !err(&rep).contains("unsupported"), "{}{}", err(&rec), err(&rep));
 }
+
+/// Runs `weft ARGS` with its stdout in the file `out`, and returns its
+/// stderr.
+fn weft_to_file(args: &[&std::ffi::OsStr], out: &std::path::Path) -> String {
+    let file = std::fs::File::create(out).unwrap();
+    let run = weft().args(args).stdout(file).stderr(Stdio::piped()).output().unwrap();
+    err(&run)
+}
+
+/// Bytes a program sends to its stdout from a file inside the kernel
+/// (sendfile, copy_file_range: coreutils' `cat` onto a file) never pass
+/// through its memory; the replay prints them all the same, from the
+/// trace's copy of the file. Bytes spliced from a pipe are gone: both
+/// record and replay say so.
+#[test]
+fn bytes_sent_to_stdout_from_a_file_replay() {
+    let prog = program("sendout");
+    let input = scratch().join("sendout-input.txt");
+    let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&input, &text).unwrap();
+    let trace = trace_dir("sendout");
+    let (recorded, replayed) = (scratch().join("sendout-recorded.out"), scratch().join("sendout-replayed.out"));
+    let rec = weft_to_file(&["record".as_ref(), "-o".as_ref(), trace.as_os_str(), prog.as_os_str(), input.as_os_str()], &recorded);
+    let size = text.len();
+    for call in ["sendfile at the position", "sendfile at an offset", "copy_file_range"] {
+        assert!(rec.contains(&format!("{call}: {size} of {size}")), "{rec}");
+    }
+    assert_eq!(std::fs::read_to_string(&recorded).unwrap(), text.repeat(3), "{rec}");
+    let rep = weft_to_file(&["replay".as_ref(), "-a".as_ref(), "--no-explore".as_ref(), trace.as_os_str()], &replayed);
+    assert!(rep.contains("replay valid"), "{rep}");
+    assert_eq!(std::fs::read(&replayed).unwrap(), std::fs::read(&recorded).unwrap(), "{rep}");
+
+    let trace = trace_dir("sendout-splice");
+    let rec = weft_to_file(&["record".as_ref(), "-o".as_ref(), trace.as_os_str(), prog.as_os_str(), input.as_os_str(), "splice".as_ref()], &recorded);
+    assert!(rec.contains("splice: 8") && rec.contains("the trace does not hold them"), "{rec}");
+    let rep = weft_to_file(&["replay".as_ref(), "-a".as_ref(), "--no-explore".as_ref(), trace.as_os_str()], &replayed);
+    assert!(rep.contains("replay valid") && rep.contains("splice sent 8 bytes to the recording's stdout that the trace does not hold"), "{rep}");
+    assert_eq!(std::fs::read_to_string(&replayed).unwrap(), text.repeat(3), "{rep}");
+}

@@ -265,6 +265,13 @@ pub struct Syscall {
     /// replay runs at each syscall entry of the threads it applies to
     /// ([`crate::seccomp`]).
     pub seccomp: Option<Box<crate::seccomp::Filter>>,
+    /// For a call that moved bytes between descriptors in the kernel
+    /// (copy_file_range, sendfile, splice, tee) onto the recording's
+    /// standard output or error: those bytes, as a slice of the trace's
+    /// copy of their source file, which a replay prints as the recording
+    /// did (version 14). `None` for every other call, and when the source
+    /// was no regular file (a pipe's bytes are gone once moved).
+    pub sent: Option<Contents>,
 }
 
 /// A range of tracee memory and its contents.
@@ -495,6 +502,9 @@ impl std::fmt::Display for Syscall {
         if let Some(h) = self.output_hash {
             write!(f, "  [out hash {h:016x}]")?;
         }
+        if let Some(Contents::File(slice)) = &self.sent {
+            write!(f, "  [sent {} bytes of {} at {}]", slice.len, String::from_utf8_lossy(&slice.file.path), slice.offset)?;
+        }
         if let Some(m) = &self.file {
             write!(f, "  [maps {}]", String::from_utf8_lossy(&m.path))?;
         }
@@ -511,6 +521,6 @@ impl Syscall {
     /// every one has its class.
     pub fn bare(nr: i64, args: [u64; 6], result: i64) -> Self {
         let class = call_class(nr, &args);
-        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false, class, seccomp: None }
+        Syscall { nr, args, result, path: None, writes: vec![], output_hash: None, file: None, unsupported: false, class, seccomp: None, sent: None }
     }
 }

@@ -524,7 +524,50 @@ impl Recorder {
             _ => {}
         }
         s.seccomp = filter.map(Box::new);
+        if result > 0 {
+            s.sent = self.sent(pid, e, result as u64);
+        }
         Ok(s)
+    }
+
+    /// For a call that moved `len` bytes between descriptors in the kernel
+    /// onto weft's own standard output or error (which the program
+    /// inherited): the slice of the trace's copy of the source file that
+    /// holds them ([`Syscall::sent`]). `None` when the destination is
+    /// anything else, or the source is no regular file, which is warned
+    /// about once: a replay cannot print those bytes.
+    fn sent(&mut self, pid: Pid, e: &Entry, len: u64) -> Option<Contents> {
+        let (src, dst, offset_at) = syscalls::sent_fds(e.nr, &e.args)?;
+        let node = |path: String| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        let to = node(format!("/proc/{pid}/fd/{dst}"))?;
+        if ![1, 2].iter().any(|own| node(format!("/proc/self/fd/{own}")) == Some(to)) {
+            return None;
+        }
+        let slice = self.source_slice(pid, src, offset_at, len);
+        if slice.is_none() {
+            let msg = format!(
+                "{} sent {len} bytes to the program's stdout or stderr from a descriptor that is no regular file; the trace does not hold them, and a replay will not print them",
+                syscalls::name(e.nr)
+            );
+            self.warn_once(e.nr, &msg);
+        }
+        slice.map(Contents::File)
+    }
+
+    /// The `len` bytes a call just moved from descriptor `fd` of thread
+    /// `pid`, a regular file, as a slice of the trace's copy of it: they
+    /// start `len` bytes before the offset at `offset_at`, which the call
+    /// advanced, or before the file position when `offset_at` is 0.
+    fn source_slice(&mut self, pid: Pid, fd: i32, offset_at: u64, len: u64) -> Option<FileSlice> {
+        let (path, named) = file_behind(pid, fd)?;
+        let end = match offset_at {
+            0 => file_position(pid, fd)?,
+            at => self.mem(pid).ok()?.read_u64(at).ok()?,
+        };
+        let offset = end.checked_sub(len)?;
+        let hash = hash_range(&path, offset, len)?;
+        let file = self.trace.link_file(&path, &named).ok().flatten()?;
+        Some(FileSlice { file, offset, len, hash })
     }
 
     /// For a large read or pread64 from a regular file: the slice of the
@@ -536,13 +579,7 @@ impl Recorder {
         if bytes.len() < FILE_SLICE_MIN || !matches!(e.nr, libc::SYS_read | libc::SYS_pread64) {
             return None;
         }
-        let fd = format!("/proc/{pid}/fd/{}", e.args[0] as i32);
-        let opened = std::fs::metadata(&fd).ok().filter(|m| m.is_file())?;
-        let path = std::fs::read_link(&fd).ok()?;
-        let named = std::fs::metadata(&path).ok()?;
-        if (named.dev(), named.ino()) != (opened.dev(), opened.ino()) {
-            return None;
-        }
+        let (path, named) = file_behind(pid, e.args[0] as i32)?;
         let offset = match e.nr {
             libc::SYS_pread64 => e.args[3],
             _ => file_position(pid, e.args[0] as i32)?.checked_sub(bytes.len() as u64)?,
@@ -820,6 +857,40 @@ fn ignore_esrch(e: Errno) -> Result<()> {
     } else {
         Err(e.into())
     }
+}
+
+/// The path and metadata of the regular file descriptor `fd` of thread
+/// `pid` refers to, when that path still names it (not deleted or
+/// renamed since it was opened).
+fn file_behind(pid: Pid, fd: i32) -> Option<(std::path::PathBuf, std::fs::Metadata)> {
+    let fd = format!("/proc/{pid}/fd/{fd}");
+    let opened = std::fs::metadata(&fd).ok().filter(|m| m.is_file())?;
+    let path = std::fs::read_link(&fd).ok()?;
+    let named = std::fs::metadata(&path).ok()?;
+    ((named.dev(), named.ino()) == (opened.dev(), opened.ino())).then_some((path, named))
+}
+
+/// The bytes [`hash_range`] reads at a time.
+const HASH_PIECE: usize = 1 << 16;
+
+/// The xxh3-64 of `len` bytes of the file at `path` from `offset`,
+/// read in pieces; `None` when the file holds fewer.
+fn hash_range(path: &std::path::Path, offset: u64, len: u64) -> Option<u64> {
+    use std::io::{Read, Seek};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(std::io::SeekFrom::Start(offset)).ok()?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; HASH_PIECE];
+    let mut left = len;
+    while left > 0 {
+        let n = file.read(&mut buf[..left.min(HASH_PIECE as u64) as usize]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    Some(hasher.digest())
 }
 
 /// The file position of fd `fd` of thread `pid` (bytes), from

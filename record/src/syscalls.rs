@@ -103,6 +103,21 @@ pub fn class(nr: i64) -> Class {
     }
 }
 
+/// For a call that moves bytes between two descriptors inside the kernel
+/// (copy_file_range(2), sendfile(2), splice(2), tee(2)): its source
+/// descriptor, its destination, and the address of the source offset it
+/// updates (0 when it uses and advances the source's file position, as a
+/// NULL offset does; tee has none). `None` for every other call.
+pub fn sent_fds(nr: i64, args: &[u64; 6]) -> Option<(i32, i32, u64)> {
+    let fd = |a: u64| a as i32;
+    match nr {
+        c::SYS_copy_file_range | c::SYS_splice => Some((fd(args[0]), fd(args[2]), args[1])),
+        c::SYS_sendfile => Some((fd(args[1]), fd(args[0]), args[2])),
+        c::SYS_tee => Some((fd(args[0]), fd(args[1]), 0)),
+        _ => None,
+    }
+}
+
 /// The class of a call to `nr` with `args`: like [`class`], except that an
 /// anonymous mmap, which the recording filter lets through, is executed,
 /// and that an ioctl request or bpf command whose writes weft cannot

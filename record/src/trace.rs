@@ -29,10 +29,10 @@ use std::time::{Duration, Instant};
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
 /// The trace format version this build reads and writes.
-pub const VERSION: u32 = 13;
-/// The oldest trace format version this build reads: version 13 only
-/// added `SyncOp::SyscallWait`, which version 12 traces never hold.
-pub const OLDEST_READABLE: u32 = 12;
+pub const VERSION: u32 = 14;
+/// The oldest trace format version this build reads: version 14 added
+/// `Syscall::sent` to every syscall record.
+pub const OLDEST_READABLE: u32 = 14;
 /// Frame flag: the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 1;
 /// Frame header: payload length, flags, payload CRC-32, header CRC-32 (bytes).

@@ -550,6 +550,7 @@ impl Session<'_> {
                         return Ok(Step::Fail(failure));
                     }
                 }
+                self.echo_sent(i, s)?;
             }
             Class::Output => {
                 self.finish_syscall(i, s.result)?;
@@ -628,11 +629,32 @@ impl Session<'_> {
         let mem = self.mem(i);
         let mut rd = |a: u64| mem.read_u64(a).ok();
         let bytes = mem.read_ranges(&syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd))?;
-        // A closed stdout (EPIPE) must not end the replay.
-        let _ = match stream {
-            Stream::Stdout => std::io::stdout().lock().write_all(&bytes).and_then(|_| std::io::stdout().flush()),
-            Stream::Stderr => std::io::stderr().lock().write_all(&bytes),
-        };
+        print(stream, &bytes);
+        Ok(())
+    }
+
+    /// What a call moved to the recording's stdout or stderr from another
+    /// descriptor inside the kernel (copy_file_range, sendfile, splice,
+    /// tee: coreutils' `cat` onto a file) appears on weft's, as a write's
+    /// does ([`Session::echo_output`]), from the trace's copy of the
+    /// source ([`Syscall::sent`]). Bytes the trace does not hold (moved
+    /// from a pipe) are warned about once. Errors: the trace's copy is
+    /// missing or changed.
+    fn echo_sent(&mut self, i: usize, s: &Syscall) -> Result<()> {
+        let Some((_, to, _)) = syscalls::sent_fds(s.nr, &s.args) else { return Ok(()) };
+        let stream = self.state.procs[self.state.threads[i].proc].fds.stream(to as u64);
+        let Some(stream) = stream.filter(|_| self.state.pos > self.opts.echo_from && s.result > 0) else { return Ok(()) };
+        match &s.sent {
+            Some(data) => print(stream, &self.trace.contents(data)?),
+            None if self.state.warned.insert(s.nr) => eprintln!(
+                "weft: warning: event {}: {} sent {} bytes to the recording's {} that the trace does not hold (from a pipe); this replay does not print them",
+                self.state.pos - 1,
+                syscalls::name(s.nr),
+                s.result,
+                if stream == Stream::Stdout { "stdout" } else { "stderr" }
+            ),
+            None => {}
+        }
         Ok(())
     }
 
@@ -1260,4 +1282,13 @@ impl futex::Words for MemWords<'_> {
     fn write_u32(&mut self, key: u64, value: u32) -> Option<()> {
         self.0.write(futex_address(key), &value.to_le_bytes()).ok()
     }
+}
+
+/// Prints `bytes` on weft's own `stream`. A closed stdout (EPIPE) must not
+/// end the replay.
+fn print(stream: Stream, bytes: &[u8]) {
+    let _ = match stream {
+        Stream::Stdout => std::io::stdout().lock().write_all(bytes).and_then(|_| std::io::stdout().flush()),
+        Stream::Stderr => std::io::stderr().lock().write_all(bytes),
+    };
 }
