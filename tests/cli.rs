@@ -45,6 +45,33 @@ fn an_untraced_child_does_not_keep_the_recording_waiting() {
     assert!(err(&rep).contains("replay valid"), "{}", err(&rep));
 }
 
+/// `-o` names a new or empty directory: an existing file, a directory
+/// with files in it (the user's, or an earlier trace) is refused, its mode
+/// and contents untouched, and the error says why once.
+#[test]
+fn record_into_a_path_that_is_taken_is_refused_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    let file = scratch().join("taken-file.txt");
+    std::fs::write(&file, "mine\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let dir = scratch().join("taken-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes"), "mine\n").unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (path, mode) in [(&file, 0o644), (&dir, 0o755)] {
+        let rec = weft().arg("record").arg("-o").arg(path).args(["--", "/bin/true"]).output().unwrap();
+        assert_ne!(rec.status.code(), Some(0));
+        let e = err(&rec);
+        assert_eq!(e.matches("exists and is not an empty directory").count(), 1, "{e}");
+        assert_eq!(std::fs::metadata(path).unwrap().permissions().mode() & 0o777, mode, "{e}");
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing added to the user's directory");
+    let empty = scratch().join("empty-dir");
+    std::fs::create_dir_all(&empty).unwrap();
+    let rec = weft().arg("record").arg("-o").arg(&empty).args(["--", "/bin/true"]).output().unwrap();
+    assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+}
+
 #[test]
 fn a_directory_that_is_not_a_trace() {
     let dir = scratch().join("not-a-trace");

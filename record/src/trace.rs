@@ -110,18 +110,19 @@ pub enum TraceError {
         /// Which bytes differ.
         what: String,
     },
-    /// An I/O error on a trace file.
-    #[error("{path}: {source}")]
+    /// An I/O error on a trace file. (Not a `source`: the message holds
+    /// it, and a chain printed in full would say it twice.)
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
-    move |source| TraceError::Io { path: path.to_path_buf(), source }
+    move |error| TraceError::Io { path: path.to_path_buf(), error }
 }
 
 /// Appends frames to a new trace directory and copies mapped files into it.
@@ -210,6 +211,12 @@ impl TraceWriter {
     /// the store under [`crate::dirs::trace_root`] when `dir` is on its
     /// filesystem, else straight into `files/`.
     pub fn create(dir: &Path) -> Result<Self, TraceError> {
+        // Checked first: making it private would change the mode of
+        // whatever the user named.
+        if dir.symlink_metadata().is_ok() && !fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
+            let taken = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not an empty directory; a trace needs a new one");
+            return Err(io_err(dir)(taken));
+        }
         store::make_private_dir(dir).map_err(io_err(dir))?;
         let files = dir.join("files");
         store::make_private_dir(&files).map_err(io_err(&files))?;
@@ -294,7 +301,7 @@ impl TraceWriter {
             Some(Ok(result)) => result,
             Some(Err(_)) => Err(TraceError::Io {
                 path: self.dir.join("events"),
-                source: std::io::Error::other("the trace writer thread panicked"),
+                error: std::io::Error::other("the trace writer thread panicked"),
             }),
             None => Ok(()),
         }
@@ -306,7 +313,7 @@ impl TraceWriter {
         }
         // The writer stopped: its error says why.
         self.finish()?;
-        Err(TraceError::Io { path: self.dir.join("events"), source: std::io::Error::other("trace writer stopped") })
+        Err(TraceError::Io { path: self.dir.join("events"), error: std::io::Error::other("trace writer stopped") })
     }
 
     /// Copies `path` into the trace (through the store), once per distinct
