@@ -72,6 +72,30 @@ fn record_into_a_path_that_is_taken_is_refused_untouched() {
     assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
 }
 
+/// A file the kernel will not execute, though weft finds it executable:
+/// a script with no `#!` line, a truncated ELF, a missing interpreter.
+/// A clear error, and no trace left behind.
+#[test]
+fn a_program_whose_exec_fails_is_a_clear_error_and_no_trace() {
+    use std::os::unix::fs::PermissionsExt;
+    let truncated = std::fs::read("/bin/true").unwrap()[..100].to_vec();
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("noshebang.sh", b"echo hi\n", "a script needs a `#!` line"),
+        ("truncated-elf", &truncated, "not an executable format"),
+        ("nointerp.sh", b"#!/no/such/interpreter\necho hi\n", "the interpreter its `#!` line or ELF header names does not exist"),
+    ];
+    for (name, bytes, why) in cases {
+        let prog = scratch().join(name);
+        std::fs::write(&prog, bytes).unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let trace = trace_dir(&format!("exec-fails-{name}"));
+        let rec = weft().arg("record").arg("-o").arg(&trace).arg("--").arg(&prog).output().unwrap();
+        assert_ne!(rec.status.code(), Some(0));
+        assert!(err(&rec).contains("cannot execute") && err(&rec).contains(why), "{name}: {}", err(&rec));
+        assert!(!trace.exists(), "{name}: a trace was left at {}", trace.display());
+    }
+}
+
 #[test]
 fn a_directory_that_is_not_a_trace() {
     let dir = scratch().join("not-a-trace");

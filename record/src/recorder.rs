@@ -158,7 +158,13 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
         null_stdin: false,
     };
     let mut trace = TraceWriter::create(&opts.trace_dir)?;
-    let pid = tracee::launch(&launch)?;
+    let pid = match tracee::launch(&launch) {
+        Ok(pid) => pid,
+        Err(e) => {
+            trace.discard();
+            return Err(e);
+        }
+    };
     // A terminal's ^C goes to the whole foreground process group: the
     // program gets it (and it is logged) while weft records on until the
     // program ends, as rr does. The program was forked already, so it keeps

@@ -130,6 +130,8 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
 /// recorder can resume the tracee as soon as an event's bytes are copied out.
 pub struct TraceWriter {
     dir: PathBuf,
+    /// `dir` existed (empty) before [`TraceWriter::create`].
+    existed: bool,
     tx: Option<mpsc::Sender<Record>>,
     worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
     /// Entries encoded and not yet sent to the writer (sent at the end of
@@ -217,6 +219,7 @@ impl TraceWriter {
             let taken = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not an empty directory; a trace needs a new one");
             return Err(io_err(dir)(taken));
         }
+        let existed = dir.exists();
         store::make_private_dir(dir).map_err(io_err(dir))?;
         let files = dir.join("files");
         store::make_private_dir(&files).map_err(io_err(&files))?;
@@ -239,7 +242,20 @@ impl TraceWriter {
             .name("weft-trace-writer".into())
             .spawn(move || frames.run(rx))
             .map_err(io_err(dir))?;
-        Ok(Self { dir: dir.to_path_buf(), tx: Some(tx), worker: Some(worker), entries: Vec::new(), spare, copies: HashMap::new(), store })
+        Ok(Self { dir: dir.to_path_buf(), existed, tx: Some(tx), worker: Some(worker), entries: Vec::new(), spare, copies: HashMap::new(), store })
+    }
+
+    /// Removes what [`TraceWriter::create`] made: a recording that never
+    /// started (the program could not be executed) leaves no trace. An
+    /// empty directory the user had made stays. Best effort: errors are
+    /// ignored.
+    pub fn discard(mut self) {
+        let _ = self.finish();
+        let _ = fs::remove_file(self.dir.join("events"));
+        let _ = fs::remove_dir_all(self.dir.join("files"));
+        if !self.existed {
+            let _ = fs::remove_dir(&self.dir);
+        }
     }
 
     /// The trace directory.

@@ -113,7 +113,7 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
                 }
             }
             libc::execve(spec.exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            libc::_exit(127);
+            libc::_exit(EXEC_FAILED + (*libc::__errno_location()).clamp(0, 127));
         }
     }
     let pid = Pid::from_raw(pid);
@@ -128,17 +128,30 @@ pub fn launch(spec: &Launch) -> Result<Pid> {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => return Ok(pid),
             // execve itself traps to the recorder's filter.
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => ptrace::cont(pid, None)?,
+            // The child leaves after a failed exec.
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => ptrace::cont(pid, None)?,
             WaitStatus::Exited(_, 126) => bail!("cannot change to the recorded working directory"),
             WaitStatus::Exited(_, 125) => bail!("cannot install the seccomp filter"),
-            WaitStatus::Exited(_, _) => bail!(
+            WaitStatus::Exited(_, code) => bail!(
                 "cannot execute {}: {}",
                 spec.exe.to_string_lossy(),
-                "exec failed (not an executable, or missing interpreter)"
+                match code.checked_sub(EXEC_FAILED) {
+                    // ENOEXEC: a script with no `#!` line, a truncated ELF.
+                    Some(libc::ENOEXEC) => "not an executable format the kernel runs (a script needs a `#!` line)".to_string(),
+                    // The program itself was found (weft looks first).
+                    Some(libc::ENOENT) => "the interpreter its `#!` line or ELF header names does not exist".to_string(),
+                    Some(errno) => std::io::Error::from_raw_os_error(errno).to_string(),
+                    None => format!("the child exited with status {code} before exec"),
+                }
             ),
             other => bail!("unexpected stop before exec: {other:?}"),
         }
     }
 }
+
+/// The exit status of a launched child whose execve(2) failed, plus its
+/// errno (at most 127).
+const EXEC_FAILED: i32 = 128;
 
 /// In the forked child before exec: every signal's disposition back to
 /// SIG_DFL and no signal blocked, as a program started from a shell finds
