@@ -113,6 +113,24 @@ fn ps_and_dump_show_the_tree() {
     assert!(dump.contains(&format!("fork process {}", echo[0])), "{dump}");
 }
 
+/// A child killed by a signal shows `-SIGNO`, as its parent's wait
+/// collected it; one that exits with 300 shows 44, what the kernel kept.
+#[test]
+fn ps_shows_how_each_child_ended() {
+    let trace = trace_dir("processes-ps-ends");
+    let script = "sh -c 'kill -TERM $$'; echo st=$?; perl -e 'exit 300'; echo st2=$?";
+    let rec = record(&trace, &["/bin/sh", "-c", script], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "st=143\nst2=44\n", "{}", err(&rec));
+    let ps = weft().arg("ps").arg(&trace).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+    let exit_of = |cmd: &str| {
+        let line = ps.lines().find(|l| l.ends_with(cmd)).unwrap_or_else(|| panic!("no {cmd} in {ps}"));
+        line.split('\t').nth(2).unwrap().to_string()
+    };
+    assert_eq!(exit_of("kill -TERM $$"), "-15", "{ps}");
+    assert_eq!(exit_of("exit 300"), "44", "{ps}");
+}
+
 /// A small C project of five files, built with `make -j2`.
 fn project(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);

@@ -1,7 +1,8 @@
 //! The process tree of a trace, as `weft ps` and `weft dump` show it (rr
 //! ps): every recorded process, its parent, the program it ran last, and
 //! how it ended, read off the events (spawns without CLONE_THREAD, exec
-//! events, exit_group calls, the end).
+//! events, exit_group calls, the statuses its parent's waits collected,
+//! the end).
 
 use crate::event::{is_new_process, End, EventKind, Tid};
 use crate::Trace;
@@ -19,9 +20,10 @@ pub struct Process {
     pub argv: Vec<Vec<u8>>,
     /// How many times it exec'd.
     pub execs: usize,
-    /// Its exit status, if it called exit_group (or, for the first
-    /// process, how the recording ended); `None` when unknown (a signal
-    /// killed it).
+    /// How it ended: its exit status, or `-SIGNO` for the signal that
+    /// killed it, as a wait of its parent's collected it (else as it
+    /// called exit_group, or, for the first process, as the recording
+    /// ended); `None` when unknown.
     pub exit: Option<String>,
 }
 
@@ -46,7 +48,15 @@ pub fn processes(trace: &Trace) -> Vec<Process> {
                 procs[p].argv = x.argv.clone();
                 procs[p].execs += 1;
             }
-            EventKind::Syscall(s) if s.nr == libc::SYS_exit_group => procs[p].exit = Some((s.args[0] as i32).to_string()),
+            // The kernel keeps the low 8 bits (exit_group(2)).
+            EventKind::Syscall(s) if s.nr == libc::SYS_exit_group => procs[p].exit = Some((s.args[0] & 0xff).to_string()),
+            EventKind::Syscall(s) => {
+                if let Some((child, how)) = waited(trace, s) {
+                    if let Some(q) = procs.iter_mut().find(|q| q.pid == child) {
+                        q.exit = Some(how);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -57,6 +67,39 @@ pub fn processes(trace: &Trace) -> Vec<Process> {
         });
     }
     procs
+}
+
+/// The child and how it ended (`N`, or `-SIGNO`) that a wait4 or waitid
+/// `s` collected, from the status it wrote (wait(2)): `None` for a wait
+/// that collected no end (a stop, WNOHANG with none, a failure).
+fn waited(trace: &Trace, s: &crate::event::Syscall) -> Option<(Tid, String)> {
+    let written = |addr: u64| s.writes.iter().find(|w| w.addr == addr && addr != 0).and_then(|w| trace.contents(&w.data).ok());
+    let word = |b: &[u8], at: usize| Some(i32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?));
+    match s.nr {
+        libc::SYS_wait4 if s.result > 0 => {
+            let status = word(&written(s.args[1])?, 0)?;
+            let how = if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status).to_string()
+            } else if libc::WIFSIGNALED(status) {
+                format!("-{}", libc::WTERMSIG(status))
+            } else {
+                return None;
+            };
+            Some((s.result as Tid, how))
+        }
+        libc::SYS_waitid if s.result == 0 => {
+            // siginfo_t: si_code at 8; for SIGCHLD, si_pid at 16 and
+            // si_status at 24.
+            let info = written(s.args[2])?;
+            let (code, pid, status) = (word(&info, 8)?, word(&info, 16)?, word(&info, 24)?);
+            match code {
+                libc::CLD_EXITED => Some((pid, status.to_string())),
+                libc::CLD_KILLED | libc::CLD_DUMPED => Some((pid, format!("-{status}"))),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// `PID PPID EXIT CMD` lines, as `rr ps` prints them (a process killed
