@@ -696,6 +696,21 @@ fn malformed_packets_leave_the_server_usable() {
     assert_usable(&server, &exe);
 }
 
+/// gdb's `kill` is answered (`vKill` gets its `OK`): gdb says the
+/// program was killed, not that the connection closed, and the next
+/// client finds the replay where it was.
+#[test]
+fn kill_from_gdb_is_answered_and_the_replay_stays() {
+    let (trace, exe) = counter_trace("dbg-kill");
+    let mut server = Server::start(&trace);
+    let t = server.gdb(&exe, &["break work_step", "continue", "@kill", "kill"]);
+    let kill = t.section("kill");
+    assert!(kill.contains("[Inferior 1 (process") && kill.contains("killed]"), "{}", t.text);
+    assert!(!t.text.contains("Remote connection closed"), "{}", t.text);
+    assert!(server.alive(), "{}", server.stderr_text());
+    assert_usable(&server, &exe);
+}
+
 #[test]
 fn a_client_disconnects_mid_session_and_a_new_one_connects() {
     let (trace, exe) = counter_trace("dbg-reconnect");

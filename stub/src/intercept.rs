@@ -1,8 +1,11 @@
-//! The one packet weft answers itself rather than through gdbstub:
+//! The packets weft answers itself rather than through gdbstub:
 //! `qGetTLSAddr` (GDB RSP, "General Query Packets"), which gdbstub
-//! 0.7 does not implement and offers no hook for. The server reads the
-//! client's bytes itself; before handing them to gdbstub it takes a
-//! complete, well-formed `$qGetTLSAddr:...#cs` packet out of the stream
+//! 0.7 does not implement and offers no hook for, and `vKill`, which
+//! gdbstub answers, outside extended mode, by closing the connection
+//! without the `OK` gdb waits for ("Remote connection closed"). The server
+//! reads the client's bytes itself; before handing them to gdbstub it
+//! takes a complete, well-formed `$qGetTLSAddr:...#cs` or `$vKill;...#cs`
+//! packet out of the stream
 //! when one begins where gdbstub expects a packet, and answers it on the
 //! socket with RSP framing (GDB RSP, "Overview"): `+` for gdb's packet
 //! unless no-ack mode is on, then `$reply#checksum`. gdb's `+` for that
@@ -16,8 +19,9 @@
 
 use std::collections::VecDeque;
 
-/// The packet taken out of the stream, up to its arguments.
+/// The packets taken out of the stream, up to their arguments.
 const TLS: &[u8] = b"qGetTLSAddr:";
+const KILL: &[u8] = b"vKill;";
 /// The packet that turns acks off (GDB RSP, "Packet Acknowledgment");
 /// gdbstub accepts it (its targets' `use_no_ack_mode` is true unless
 /// overridden, and weft's is not).
@@ -35,6 +39,15 @@ pub trait Unread {
     fn unread(&mut self) -> &mut VecDeque<u8>;
     /// Reads more of them, waiting; false once the connection closed.
     fn read_more(&mut self) -> bool;
+}
+
+/// A packet taken out of the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// `qGetTLSAddr:ARGS`, with its arguments.
+    Tls(Vec<u8>),
+    /// `vKill;PID`: gdb's `kill`, answered `OK`.
+    Kill,
 }
 
 /// Where gdbstub's packet reader stands, mirrored from the bytes it got.
@@ -107,12 +120,12 @@ impl Intercept {
         self.general.filter(|_| self.continue_any)
     }
 
-    /// The arguments of the `qGetTLSAddr` packet the unread bytes begin
-    /// with, which it removes from them; `None` (nothing removed) when
-    /// they begin with anything else, including a packet whose checksum
-    /// is wrong or that gdbstub's reader is in the middle of. Reads from
+    /// The `qGetTLSAddr` or `vKill` packet the unread bytes begin with,
+    /// which it removes from them; `None` (nothing removed) when they
+    /// begin with anything else, including a packet whose checksum is
+    /// wrong or that gdbstub's reader is in the middle of. Reads from
     /// `from` (waiting) until it can tell.
-    pub fn take(&mut self, from: &mut dyn Unread) -> Option<Vec<u8>> {
+    pub fn take(&mut self, from: &mut dyn Unread) -> Option<Taken> {
         if self.framing != Framing::Between {
             return None;
         }
@@ -126,7 +139,7 @@ impl Intercept {
                 break hash;
             }
             let body = &bytes[1.min(bytes.len())..hash.unwrap_or(bytes.len())];
-            let ours = TLS.starts_with(body) || body.starts_with(TLS) || NO_ACK.starts_with(body);
+            let ours = [TLS, KILL, NO_ACK].iter().any(|p| p.starts_with(body) || (*p != NO_ACK && body.starts_with(p)));
             if !ours || bytes.len() > MAX_PACKET || !from.read_more() {
                 return None;
             }
@@ -142,9 +155,13 @@ impl Intercept {
             self.no_ack = true;
             return None;
         }
-        let args = body.strip_prefix(TLS)?.to_vec();
+        let taken = match body.strip_prefix(TLS) {
+            Some(args) => Taken::Tls(args.to_vec()),
+            None if body.starts_with(KILL) => Taken::Kill,
+            None => return None,
+        };
         from.unread().drain(..end + 3);
-        Some(args)
+        Some(taken)
     }
 
     /// What to send for `reply` (packet data that needs no escaping) to a
@@ -203,7 +220,7 @@ mod tests {
     fn takes_a_tls_packet_even_in_pieces() {
         let mut i = Intercept::default();
         let mut s = script(&[b"$qGetTLS", b"Addr:p1.2a,8,7f00#", b"2", b"8+$g#67"]);
-        assert_eq!(i.take(&mut s).as_deref(), Some(&b"p1.2a,8,7f00"[..]));
+        assert_eq!(i.take(&mut s), Some(Taken::Tls(b"p1.2a,8,7f00".to_vec())));
         assert_eq!(s.unread, b"+$g#67");
         assert_eq!(i.frame("7fff0010"), b"+$7fff0010#2a");
         assert_eq!(i.take(&mut s), None);
@@ -252,6 +269,14 @@ mod tests {
         assert_eq!(i.step_thread(), None, "Hg named no thread");
         assert_eq!(thread_id(b"p1.zz"), None);
         assert_eq!(thread_id(b"1f"), Some(31));
+    }
+
+    #[test]
+    fn takes_vkill() {
+        let mut i = Intercept::default();
+        let mut s = script(&[b"$vKill;", b"a410#33+"]);
+        assert_eq!(i.take(&mut s), Some(Taken::Kill));
+        assert_eq!(s.unread, b"+");
     }
 
     #[test]

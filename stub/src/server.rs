@@ -11,7 +11,7 @@
 //! machine afterwards, but for the `qGetTLSAddr` packets weft answers
 //! itself ([`crate::intercept`]).
 
-use crate::intercept::{Intercept, Unread};
+use crate::intercept::{Intercept, Taken, Unread};
 use crate::target::ReplayTarget;
 use anyhow::{Context, Result};
 use gdbstub::stub::state_machine::GdbStubStateMachine;
@@ -209,9 +209,15 @@ fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<
         machine = match machine {
             GdbStubStateMachine::Idle(gdb) => {
                 running = false;
-                if let Some(args) = intercept.take(&mut incoming) {
-                    let reply = target.tls_address(&args).map_or_else(|| "E01".to_owned(), |a| format!("{a:x}"));
-                    replies.write_all(&intercept.frame(&reply)).context("answering qGetTLSAddr")?;
+                if let Some(taken) = intercept.take(&mut incoming) {
+                    let reply = match &taken {
+                        Taken::Tls(args) => target.tls_address(args).map_or_else(|| "E01".to_owned(), |a| format!("{a:x}")),
+                        Taken::Kill => "OK".to_owned(),
+                    };
+                    replies.write_all(&intercept.frame(&reply)).context("answering a packet weft takes")?;
+                    if taken == Taken::Kill {
+                        return Ok(ClientEnd::Disconnected(DisconnectReason::Kill));
+                    }
                     GdbStubStateMachine::Idle(gdb)
                 } else {
                     match incoming.next() {
