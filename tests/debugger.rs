@@ -665,6 +665,22 @@ fn lldb_breakpoint_registers_continue_and_reverse_continue() {
 
 /// A gdb session that must work on a server that went through something:
 /// the breakpoint hits, in a worker whose tls_id matches its argument.
+/// lldb takes the shared libraries from the loader's list (found through
+/// `qShlibInfoAddr`, with the triple `qHostInfo` gives): a worker's
+/// backtrace goes through libc's `start_thread`.
+#[test]
+fn lldb_sees_the_shared_libraries() {
+    let (trace, exe) = counter_trace("dbg-lldb-libs");
+    let server = Server::start(&trace);
+    let t = server.lldb(&exe, &["breakpoint set -n work_step", "continue", "bt", "image list"]);
+    assert!(!t.text.contains("failed to set breakpoint site"), "{}", t.text);
+    let bt = t.lldb_output("bt", 0);
+    assert!(bt.contains("counter-O0`worker(arg="), "{}", t.text);
+    assert!(bt.contains("libc.so.6`start_thread"), "the backtrace goes through libc:\n{}", t.text);
+    let images = t.lldb_output("image list", 0);
+    assert!(images.contains("libc.so.6") && images.contains("ld-linux-x86-64.so.2"), "{}", t.text);
+}
+
 fn assert_usable(server: &Server, exe: &Path) {
     let t = server.gdb(exe, &["break work_step", "@hit", "continue", "print tls_id", "@counter", "print counter"]);
     let id = work_step_stop(t.section("hit"), &t);

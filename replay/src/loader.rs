@@ -207,6 +207,14 @@ fn program_headers(at: u64, count: u64, read: ReadMemory) -> Option<Vec<ProgramH
 
 /// The address of the loader's `struct r_debug`, when it has set it.
 fn r_debug(auxv: &[u8], read: ReadMemory) -> Option<u64> {
+    read_u64(read, debug_slot(auxv, read)?).filter(|r| *r != 0)
+}
+
+/// Where the executable's `DT_DEBUG` entry keeps its value, the address of
+/// the loader's `struct r_debug` once the loader has set it (0 before):
+/// what lldb's `qShlibInfoAddr` asks for. `None` for an executable with no
+/// `DT_DEBUG` (a static one) or unreadable headers.
+pub fn debug_slot(auxv: &[u8], read: ReadMemory) -> Option<u64> {
     let phdr = auxv_value(auxv, AT_PHDR)?;
     let headers = executable_headers(auxv, read)?;
     // Without PT_PHDR the bias is unknown; such executables (static ones)
@@ -215,13 +223,10 @@ fn r_debug(auxv: &[u8], read: ReadMemory) -> Option<u64> {
     let dyn_header = headers.iter().find(|h| h.kind == PT_DYNAMIC)?;
     let (dynamic, memsz) = (bias.wrapping_add(dyn_header.vaddr), dyn_header.memsz);
     (0..(memsz / 16).min(MAX_DYNAMIC))
-        .map_while(|i| {
-            let (tag, val) = (read_u64(read, dynamic.wrapping_add(16 * i))?, read_u64(read, dynamic.wrapping_add(16 * i + 8))?);
-            (tag != DT_NULL).then_some((tag, val))
-        })
+        .map(|i| dynamic.wrapping_add(16 * i))
+        .map_while(|entry| read_u64(read, entry).filter(|tag| *tag != DT_NULL).map(|tag| (tag, entry)))
         .find(|(tag, _)| *tag == DT_DEBUG)
-        .map(|(_, val)| val)
-        .filter(|r| *r != 0)
+        .map(|(_, entry)| entry.wrapping_add(8))
 }
 
 /// The `link_map` chain from `r_debug.r_map`, in the loader's order.

@@ -160,6 +160,14 @@ impl<'a> ReplaySession<'a> {
         Ok(loader::libraries(&auxv, &|addr, buf| self.read_memory(addr, buf)))
     }
 
+    /// Where the executable's `DT_DEBUG` value is, which holds the
+    /// loader's `struct r_debug` address ([`loader::debug_slot`]); `None`
+    /// for an executable without one. Errors: the auxv is unreadable.
+    pub fn debug_slot(&self) -> Result<Option<u64>> {
+        let auxv = self.auxv()?;
+        Ok(loader::debug_slot(&auxv, &|addr, buf| self.read_memory(addr, buf)))
+    }
+
     /// The address of thread `tid`'s instance of the thread-local variable
     /// at `offset` bytes into the TLS block of the module whose
     /// `struct link_map` is at `lm` (0: the executable), found through

@@ -1,6 +1,7 @@
 //! The packets weft answers itself rather than through gdbstub:
-//! `qGetTLSAddr` (GDB RSP, "General Query Packets"), which gdbstub
-//! 0.7 does not implement and offers no hook for, and `vKill`, which
+//! `qGetTLSAddr` (GDB RSP, "General Query Packets") and lldb's
+//! `qShlibInfoAddr`, which gdbstub 0.7 does not implement and offers no
+//! hook for, and `vKill`, which
 //! gdbstub answers, outside extended mode, by closing the connection
 //! without the `OK` gdb waits for ("Remote connection closed"). The server
 //! reads the client's bytes itself; before handing them to gdbstub it
@@ -22,6 +23,7 @@ use std::collections::VecDeque;
 /// The packets taken out of the stream, up to their arguments.
 const TLS: &[u8] = b"qGetTLSAddr:";
 const KILL: &[u8] = b"vKill;";
+const SHLIB: &[u8] = b"qShlibInfoAddr";
 /// The packet that turns acks off (GDB RSP, "Packet Acknowledgment");
 /// gdbstub accepts it (its targets' `use_no_ack_mode` is true unless
 /// overridden, and weft's is not).
@@ -48,6 +50,9 @@ pub enum Taken {
     Tls(Vec<u8>),
     /// `vKill;PID`: gdb's `kill`, answered `OK`.
     Kill,
+    /// `qShlibInfoAddr`: lldb asks where the loader's `r_debug` address
+    /// is kept (LLDB's gdb-remote extensions).
+    ShlibInfoAddr,
 }
 
 /// Where gdbstub's packet reader stands, mirrored from the bytes it got.
@@ -139,7 +144,7 @@ impl Intercept {
                 break hash;
             }
             let body = &bytes[1.min(bytes.len())..hash.unwrap_or(bytes.len())];
-            let ours = [TLS, KILL, NO_ACK].iter().any(|p| p.starts_with(body) || (*p != NO_ACK && body.starts_with(p)));
+            let ours = [TLS, KILL, SHLIB, NO_ACK].iter().any(|p| p.starts_with(body) || (*p != NO_ACK && body.starts_with(p)));
             if !ours || bytes.len() > MAX_PACKET || !from.read_more() {
                 return None;
             }
@@ -158,6 +163,7 @@ impl Intercept {
         let taken = match body.strip_prefix(TLS) {
             Some(args) => Taken::Tls(args.to_vec()),
             None if body.starts_with(KILL) => Taken::Kill,
+            None if body == SHLIB => Taken::ShlibInfoAddr,
             None => return None,
         };
         from.unread().drain(..end + 3);

@@ -213,6 +213,7 @@ fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<
                     let reply = match &taken {
                         Taken::Tls(args) => target.tls_address(args).map_or_else(|| "E01".to_owned(), |a| format!("{a:x}")),
                         Taken::Kill => "OK".to_owned(),
+                        Taken::ShlibInfoAddr => target.debug_slot().map_or_else(|| "E01".to_owned(), |a| format!("{a:x}")),
                     };
                     replies.write_all(&intercept.frame(&reply)).context("answering a packet weft takes")?;
                     if taken == Taken::Kill {

@@ -9,7 +9,10 @@ use crate::{monitor, regs, stop, svr4, tls, watch};
 use anyhow::Result;
 use gdbstub::common::{Pid, Signal, Tid as GdbTid};
 use gdbstub::stub::MultiThreadStopReason;
+use gdbstub::common::Endianness;
 use gdbstub::target::ext::auxv::{Auxv, AuxvOps};
+use gdbstub::target::ext::host_info::{HostInfo, HostInfoOps, HostInfoResponse};
+use gdbstub::target::ext::process_info::{ProcessInfo, ProcessInfoOps, ProcessInfoResponse};
 use gdbstub::target::ext::base::multithread::{
     MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
     MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
@@ -133,6 +136,13 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
         self.session.tls_address(request.tid, request.lm, request.offset).ok().flatten()
     }
 
+    /// lldb's `qShlibInfoAddr`: where the executable's `DT_DEBUG` value
+    /// is ([`ReplaySession::debug_slot`]); `None` (lldb gets `E01`) for an
+    /// executable without one.
+    pub fn debug_slot(&self) -> Option<u64> {
+        self.session.debug_slot().ok().flatten()
+    }
+
     /// The recorded thread a register access in gdb's thread `tid` is
     /// for. Until gdb selects a thread (`Hg`) or a stop reply names one,
     /// gdbstub passes its single-thread placeholder, thread 1, while its
@@ -203,6 +213,14 @@ impl Target for ReplayTarget<'_, '_> {
     }
 
     fn support_libraries_svr4(&mut self) -> Option<LibrariesSvr4Ops<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_host_info(&mut self) -> Option<HostInfoOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_process_info(&mut self) -> Option<ProcessInfoOps<'_, Self>> {
         Some(self)
     }
 }
@@ -402,6 +420,33 @@ impl LibrariesSvr4 for ReplayTarget<'_, '_> {
     fn get_libraries_svr4(&self, offset: u64, length: usize, buf: &mut [u8]) -> TargetResult<usize, Self> {
         let xml = svr4::library_list(&self.session.libraries().map_err(TargetError::Fatal)?);
         Ok(copy_window(xml.as_bytes(), offset, length, buf))
+    }
+}
+
+/// The target triple lldb's `qHostInfo` and `qProcessInfo` ask for
+/// (LLDB's gdb-remote extensions): from it lldb picks its Linux platform
+/// and the POSIX dynamic loader, which reads the loader's library list
+/// (without it, lldb sees the executable alone, and no backtrace goes
+/// through libc).
+const TRIPLE: &str = "x86_64-pc-linux-gnu";
+
+impl HostInfo for ReplayTarget<'_, '_> {
+    fn host_info(&self, write_item: &mut dyn FnMut(&HostInfoResponse<'_>)) -> Result<(), Self::Error> {
+        write_item(&HostInfoResponse::Triple(TRIPLE));
+        write_item(&HostInfoResponse::Endianness(Endianness::Little));
+        write_item(&HostInfoResponse::PointerSize(8));
+        Ok(())
+    }
+}
+
+impl ProcessInfo for ReplayTarget<'_, '_> {
+    /// No pid: gdbstub's thread ids carry its own (1), which lldb
+    /// compares with this one.
+    fn process_info(&self, write_item: &mut dyn FnMut(&ProcessInfoResponse<'_>)) -> Result<(), Self::Error> {
+        write_item(&ProcessInfoResponse::Triple(TRIPLE));
+        write_item(&ProcessInfoResponse::Endianness(Endianness::Little));
+        write_item(&ProcessInfoResponse::PointerSize(8));
+        Ok(())
     }
 }
 
