@@ -22,6 +22,7 @@ mod snapshot;
 mod step;
 mod stuck;
 mod traps;
+mod vfork;
 
 pub(crate) use scheduler::{Goal, Halt};
 pub(crate) use snapshot::Snapshot;
@@ -238,6 +239,9 @@ struct Proc {
     /// It called madvise(MADV_WIPEONFORK): a checkpoint's fork would hold
     /// zeros where it holds data, so none is taken ([`Session::madvise`]).
     wipe_on_fork: bool,
+    /// While it is a vfork child that has not exec'd or exited yet: its
+    /// parent, whose memory its writes reach (vfork.rs).
+    vfork_parent: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -530,7 +534,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, wipe_on_fork: false };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, wipe_on_fork: false, vfork_parent: None };
         let state = State {
             procs: vec![root],
             root_end: None,

@@ -467,6 +467,7 @@ impl Session<'_> {
                 // interrupted it, goes there now ([`Self::blocked_until_signal`]).
                 match self.state.by_rec.get(child).copied() {
                     Some(j) if self.blocked_until_signal(j) => Ok(Step::Switch(Some(j))),
+                    Some(j) if self.vfork_holds(i, j) => Ok(Step::Switch(None)),
                     _ => Ok(Step::Stay),
                 }
             }
@@ -582,6 +583,7 @@ impl Session<'_> {
                 self.halt = Some(Halt::Exiting(e.args[0] as i32));
             }
             Class::ExitGroup => {
+                self.vfork_done(self.state.threads[i].proc)?;
                 let tid = self.state.threads[i].tid;
                 ptrace::syscall(tid, None)?;
                 return self.process_ended(self.state.threads[i].proc);
@@ -833,6 +835,7 @@ impl Session<'_> {
     pub(super) fn exec(&mut self, i: usize, e: &Entry, x: &Exec) -> Result<Step> {
         let (tid, p) = (self.state.threads[i].tid, self.state.threads[i].proc);
         let leader = self.state.procs[p].pid;
+        self.vfork_done(p)?;
         ptrace::syscall(tid, None)?;
         self.reap_for_exec(p, tid);
         // The exec stop comes under the process's pid, which a non-leader
@@ -985,8 +988,9 @@ impl Session<'_> {
     /// Executes a clone the log says spawned `rec_child`, and gives the
     /// program the recorded tid everywhere the kernel put the new one. A
     /// new process (fork, vfork, clone without CLONE_THREAD) gets its own
-    /// entry in the tree; a vfork runs as a fork (see
-    /// [`Session::unshare_vm`]).
+    /// entry in the tree; a vfork runs as a fork ([`Session::quiet_spawn`]),
+    /// whose child's writes reach the parent when it execs or exits
+    /// (vfork.rs).
     pub(super) fn spawn(&mut self, i: usize, e: &Entry, rec_child: Tid) -> Result<()> {
         let mem = self.mem(i);
         let flags = clone_flags(mem, &self.state.threads[i].regs);
@@ -1017,6 +1021,9 @@ impl Session<'_> {
             self.runtime_off(parent)?;
         }
         let proc = if process { self.add_process(parent, rec_child, child)? } else { parent };
+        if process && flags & libc::CLONE_VFORK as u64 != 0 {
+            self.vfork_started(proc, parent);
+        }
         if process {
             self.restore_spawn_args(tid, parent, e, flags, exit_signal)?;
             self.restore_spawn_args(child, proc, e, flags, exit_signal)?;
@@ -1103,7 +1110,7 @@ impl Session<'_> {
         let fds = self.state.procs[parent].fds.clone();
         let super::Proc { runtime_control, runtime_off_at, runtime_disabled, .. } = self.state.procs[parent];
         let mem = std::sync::Arc::new(mem);
-        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, wipe_on_fork: false };
+        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, wipe_on_fork: false, vfork_parent: None };
         self.state.procs.push(proc);
         Ok(self.state.procs.len() - 1)
     }
@@ -1118,10 +1125,8 @@ impl Session<'_> {
     /// anyway; and a vfork as a fork, since the kernel would hold a vfork's
     /// parent in the syscall until the child execs or exits, and a replay
     /// runs one thread at a time. The child gets a copy of the parent's
-    /// memory instead of sharing it, which a program cannot tell apart as
-    /// long as its child does what vfork(2) allows (exec or _exit, having
-    /// written nothing); posix_spawn's child, which reports a failed exec
-    /// through shared memory, is the exception. Returns clone3's original
+    /// memory instead of sharing it; what it writes reaches a parent with
+    /// one thread when it execs or exits (vfork.rs). Returns clone3's original
     /// `exit_signal`, for [`Session::restore_spawn_args`], which undoes
     /// the change in both processes.
     fn quiet_spawn(&mut self, i: usize, e: &Entry, flags: u64) -> Result<u64> {
