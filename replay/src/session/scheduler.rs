@@ -979,7 +979,7 @@ impl Session<'_> {
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
         if let Some(j) = self.next_owner().filter(|&j| self.state.threads[j].at == At::Parked) {
             // Its turn has come.
-            self.state.threads[j].at = At::Ready;
+            self.unpark(j);
         }
         if let Some(j) = (0..self.state.threads.len()).find(|&j| self.unlogged_wait_over(j)) {
             return Ok(j);
@@ -996,7 +996,7 @@ impl Session<'_> {
         // Nothing else can run: a parked thread may still have unlogged
         // work (a futex wake) that the others wait for.
         if let Some(j) = self.state.threads.iter().position(|t| t.at == At::Parked) {
-            self.state.threads[j].at = At::Ready;
+            self.unpark(j);
             return Ok(j);
         }
         // A race reversal's held thread, whose runner cannot go on.

@@ -7,12 +7,14 @@
 //! (exact_signal.rs) then misses its recorded state.
 //!
 //! So the parent is held at the call's return, as vfork held it in the
-//! kernel, until its next event is the log's next (which comes after the
-//! child's exec or exit); and when the child execs or exits, each page of
-//! its private writable memory that differs from its parent's is copied
-//! into the parent. Only for a parent with one thread: the parent then
-//! did nothing in between, so a difference is the child's write; with
-//! other threads running meanwhile, it could be theirs. (The kernel's
+//! kernel, until its next event is the log's next (the kernel lets it go
+//! when the child's execve releases the memory, which may be before the
+//! exec event is logged); and when it goes on, or the child execs or
+//! exits, whichever comes first, each page of the child's private
+//! writable memory that differs from its parent's is copied into the
+//! parent. Only for a parent with one thread: the parent then did nothing
+//! in between, so a difference is the child's write; with other threads
+//! running meanwhile, it could be theirs. (The kernel's
 //! soft-dirty bits would spare the comparison, but Debian's kernels may
 //! lack CONFIG_MEM_SOFT_DIRTY, as this project's VM does.)
 
@@ -44,6 +46,20 @@ impl Session<'_> {
             self.state.threads[i].at = At::Parked;
         }
         followed
+    }
+
+    /// Parked thread `j` runs again; a vfork parent gets its child's
+    /// writes first (a failure to read them is logged: the replay goes on
+    /// and the state comparison of a later signal says what differs).
+    pub(super) fn unpark(&mut self, j: usize) {
+        self.state.threads[j].at = At::Ready;
+        let proc = self.state.threads[j].proc;
+        let children: Vec<usize> = (0..self.state.procs.len()).filter(|&c| self.state.procs[c].vfork_parent == Some(proc)).collect();
+        for child in children {
+            if let Err(e) = self.vfork_done(child) {
+                tracing::warn!(%e, "a vfork child's writes did not reach its parent");
+            }
+        }
     }
 
     /// Process `p` is about to exec or exit: if it is a vfork child whose
