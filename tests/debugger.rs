@@ -374,6 +374,20 @@ fn a_step_of_a_missing_thread_and_a_reverse_step_at_the_start_are_stops() {
     assert_usable(&server, &exe);
 }
 
+/// gdb's `hbreak` (a `Z1` packet) stops as `break` does, forwards and
+/// backwards.
+#[test]
+fn hbreak_stops_forwards_and_backwards() {
+    let (trace, exe) = counter_trace("dbg-hbreak");
+    let server = Server::start(&trace);
+    let t = server.gdb(&exe, &["@hbreak", "hbreak work_step", "@first", "continue", "print counter", "continue", "@back", "reverse-continue", "print counter"]);
+    assert!(t.section("hbreak").contains("Hardware assisted breakpoint 1 at"), "{}", t.text);
+    for (section, counter) in [("first", 0), ("back", 0)] {
+        assert!(t.section(section).contains("Breakpoint 1, work_step (id="), "{section}:\n{}", t.text);
+        assert_eq!(int(t.section(section)), counter, "{section}:\n{}", t.text);
+    }
+}
+
 /// tls_id is 100 + the worker's argument in each worker, 0 in main.
 #[test]
 fn thread_local_variable_prints_each_threads_value() {

@@ -20,7 +20,7 @@ use gdbstub::target::ext::base::multithread::{
 use gdbstub::target::ext::base::reverse_exec::{ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps};
 use gdbstub::target::ext::base::BaseOps;
 use gdbstub::target::ext::breakpoints::{
-    Breakpoints, BreakpointsOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps, WatchKind as GdbWatchKind,
+    Breakpoints, BreakpointsOps, HwBreakpoint, HwBreakpointOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps, WatchKind as GdbWatchKind,
 };
 use gdbstub::target::ext::exec_file::{ExecFile, ExecFileOps};
 use gdbstub::target::ext::libraries::{LibrariesSvr4, LibrariesSvr4Ops};
@@ -349,6 +349,25 @@ impl Breakpoints for ReplayTarget<'_, '_> {
 
     fn support_hw_watchpoint(&mut self) -> Option<HwWatchpointOps<'_, Self>> {
         Some(self)
+    }
+
+    fn support_hw_breakpoint(&mut self) -> Option<HwBreakpointOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+/// `Z1` (gdb's `hbreak`, and what it uses where it cannot write code): a
+/// software breakpoint all the same. The replay hides its int3 from
+/// memory reads, stops before it executes and replays the same path
+/// either way, so nothing tells the two apart but the debug registers,
+/// which are the watchpoints'.
+impl HwBreakpoint for ReplayTarget<'_, '_> {
+    fn add_hw_breakpoint(&mut self, addr: u64, kind: usize) -> TargetResult<bool, Self> {
+        self.add_sw_breakpoint(addr, kind)
+    }
+
+    fn remove_hw_breakpoint(&mut self, addr: u64, kind: usize) -> TargetResult<bool, Self> {
+        self.remove_sw_breakpoint(addr, kind)
     }
 }
 
