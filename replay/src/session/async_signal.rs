@@ -179,7 +179,38 @@ impl<'a> Session<'a> {
         t.last_event = Some(self.state.pos);
         t.steps = 0;
         self.next_event();
+        if let Some(next) = self.together(i, s) {
+            if !self.pending(i, next.signo)? {
+                self.send(i, next.signo)?;
+            }
+        }
         Ok(Some(Step::Stay))
+    }
+
+    /// The signal logged next for thread `i` after `s`, which it is being
+    /// given now, when the kernel gave it the two together: both were
+    /// pending as the thread left the kernel, so the second came before
+    /// any instruction of the thread ran, in the same interrupted call (a
+    /// first signal ignored) or at the first one's handler entry (its
+    /// first argument the first's number, its siginfo and context just
+    /// above the stack pointer). Made pending now, it comes there again;
+    /// found later by its state, it would come after the handler ran.
+    /// `kill(p, SIGTERM); kill(p, SIGCONT)`, as timeout(1) sends them, at
+    /// a process blocked in a call.
+    fn together(&self, i: usize, s: &Signal) -> Option<&'a Signal> {
+        let trace: &'a weft_record::Trace = self.trace;
+        let next = trace.events.get(self.next_event_of(self.state.threads[i].rec))?;
+        let EventKind::Signal(second) = &next.kind else { return None };
+        if second.synchronous {
+            return None;
+        }
+        let same_call = matches!((&s.interrupted, &second.interrupted), (Some(a), Some(b)) if a.nr == b.nr && a.result == b.result);
+        let at_handler = second.state.as_ref().is_some_and(|h| {
+            let word = |k: usize| h.regs.get(k).copied().unwrap_or(0);
+            let near = |addr: u64| (word(REG_RSP)..word(REG_RSP).saturating_add(FRAME_SPAN)).contains(&addr);
+            word(REG_RDI) == s.signo as u64 && near(word(REG_RSI)) && near(word(REG_RDX))
+        });
+        (same_call || at_handler).then_some(second)
     }
 
     /// Skips the syscall thread `i` is entering (or blocked in), `e`, and
@@ -329,6 +360,16 @@ impl<'a> Session<'a> {
         Ok(())
     }
 }
+
+/// Indices of rsp, rdx, rsi and rdi in [`tracee::regs_words`]
+/// (`user_regs_struct` order).
+const REG_RSP: usize = 19;
+const REG_RDX: usize = 12;
+const REG_RSI: usize = 13;
+const REG_RDI: usize = 14;
+/// How far above a handler's stack pointer the kernel puts the siginfo
+/// and context it passes (bytes): the signal frame, with its xsave area.
+const FRAME_SPAN: u64 = 1 << 14;
 
 /// Signal `sig`'s bit in a kernel signal mask (none for a number that is
 /// not a signal's).
