@@ -14,9 +14,12 @@
 //! A resume packet is run by the session until a [`weft_replay::Stop`],
 //! which becomes a stop reply ([`stop`], with gdb's signal numbers,
 //! [`signal`]).
-//! gdbstub lacks `qGetTLSAddr`: the server takes those packets out of
-//! the stream first ([`intercept`]), parses them ([`tls`]) and answers
-//! with the session's address of the thread-local variable.
+//! gdbstub lacks `qGetTLSAddr` and lldb's `qShlibInfoAddr`, and closes
+//! the connection at `vKill`: the server takes those packets out of the
+//! stream first ([`intercept`]) and answers them itself (a thread-local
+//! variable's address, parsed by [`tls`]; where the loader's `r_debug`
+//! address is kept; `OK`). It also notes the threads gdb's `H` packets
+//! select, for a reverse step after `Hc0`.
 
 pub mod arch;
 pub mod intercept;

@@ -8,8 +8,8 @@
 //! The bytes gdb sends are read here, not by gdbstub, so that a running
 //! replay can look for gdb's interrupt (a bare `0x03` byte; GDB RSP,
 //! "Interrupts") without blocking, and hand everything to gdbstub's state
-//! machine afterwards, but for the `qGetTLSAddr` packets weft answers
-//! itself ([`crate::intercept`]).
+//! machine afterwards, but for the packets weft answers itself
+//! (`qGetTLSAddr`, `qShlibInfoAddr`, `vKill`: [`crate::intercept`]).
 
 use crate::intercept::{Intercept, Taken, Unread};
 use crate::target::ReplayTarget;

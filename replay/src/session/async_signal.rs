@@ -189,28 +189,23 @@ impl<'a> Session<'a> {
 
     /// The signal logged next for thread `i` after `s`, which it is being
     /// given now, when the kernel gave it the two together: both were
-    /// pending as the thread left the kernel, so the second came before
-    /// any instruction of the thread ran, in the same interrupted call (a
-    /// first signal ignored) or at the first one's handler entry (its
-    /// first argument the first's number, its siginfo and context just
-    /// above the stack pointer). Made pending now, it comes there again;
-    /// found later by its state, it would come after the handler ran.
-    /// `kill(p, SIGTERM); kill(p, SIGCONT)`, as timeout(1) sends them, at
-    /// a process blocked in a call.
+    /// pending as the thread left the kernel, so the second came at the
+    /// first one's handler entry, before the handler's first instruction
+    /// (its first argument the first's number, its siginfo and context
+    /// just above the stack pointer). Made pending now, it comes there
+    /// again; found later by its state, it would come after the handler
+    /// ran. `kill(p, SIGTERM); kill(p, SIGCONT)`, as timeout(1) sends
+    /// them, at a process blocked in a call with a SIGTERM handler. (Two
+    /// logged in the same interrupted call are not told apart from two
+    /// that came one after the other, the call restarted in between.)
     fn together(&self, i: usize, s: &Signal) -> Option<&'a Signal> {
         let trace: &'a weft_record::Trace = self.trace;
         let next = trace.events.get(self.next_event_of(self.state.threads[i].rec))?;
         let EventKind::Signal(second) = &next.kind else { return None };
-        if second.synchronous {
-            return None;
-        }
-        let same_call = matches!((&s.interrupted, &second.interrupted), (Some(a), Some(b)) if a.nr == b.nr && a.result == b.result);
-        let at_handler = second.state.as_ref().is_some_and(|h| {
-            let word = |k: usize| h.regs.get(k).copied().unwrap_or(0);
-            let near = |addr: u64| (word(REG_RSP)..word(REG_RSP).saturating_add(FRAME_SPAN)).contains(&addr);
-            word(REG_RDI) == s.signo as u64 && near(word(REG_RSI)) && near(word(REG_RDX))
-        });
-        (same_call || at_handler).then_some(second)
+        let h = second.state.as_ref().filter(|_| !second.synchronous)?;
+        let word = |k: usize| h.regs.get(k).copied().unwrap_or(0);
+        let near = |addr: u64| (word(REG_RSP)..word(REG_RSP).saturating_add(FRAME_SPAN)).contains(&addr);
+        (word(REG_RDI) == s.signo as u64 && near(word(REG_RSI)) && near(word(REG_RDX))).then_some(second)
     }
 
     /// Skips the syscall thread `i` is entering (or blocked in), `e`, and

@@ -43,7 +43,7 @@ impl Session<'_> {
         self.state.threads[i].taken = None;
         self.settle(i)?;
         wait::resume(Resume::Step, tid, sig)?;
-        match self.step_status(tid, pc)? {
+        match step_status(tid, pc)? {
             WaitStatus::Stopped(_, libc::SIGTRAP) => {
                 self.state.threads[i].regs = ptrace::getregs(tid)?;
                 match self.debugger_trap(i, true, Some(pc))? {
@@ -69,20 +69,20 @@ impl Session<'_> {
             other => bail!("unexpected stop of thread {tid} in a single step: {other:?}"),
         }
     }
+}
 
-    /// The stop that ends a single step of thread `tid` from `pc`. A thread
-    /// resumed from a stop inside a syscall (the exec stop a replay starts
-    /// at) reports the step on its way out of the kernel, before any
-    /// instruction ran (x86's `user_single_step_report`: SIGTRAP with
-    /// TRAP_BRKPT, not the debug exception's TRAP_TRACE), so it is stepped
-    /// once more. Errors: ptrace.
-    fn step_status(&mut self, tid: nix::unistd::Pid, pc: u64) -> Result<WaitStatus> {
-        let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
-        let trap = matches!(status, WaitStatus::Stopped(_, libc::SIGTRAP));
-        if trap && ptrace::getregs(tid)?.rip == pc && ptrace::getsiginfo(tid)?.si_code == libc::TRAP_BRKPT {
-            wait::resume(Resume::Step, tid, None)?;
-            return Ok(waitpid(tid, Some(WaitPidFlag::__WALL))?);
-        }
-        Ok(status)
+/// The stop that ends a single step of thread `tid` from `pc`. A thread
+/// resumed from a stop inside a syscall (the exec stop a replay starts
+/// at) reports the step on its way out of the kernel, before any
+/// instruction ran (x86's `user_single_step_report`: SIGTRAP with
+/// TRAP_BRKPT, not the debug exception's TRAP_TRACE), so it is stepped
+/// once more. Errors: ptrace.
+fn step_status(tid: nix::unistd::Pid, pc: u64) -> Result<WaitStatus> {
+    let status = waitpid(tid, Some(WaitPidFlag::__WALL))?;
+    let trap = matches!(status, WaitStatus::Stopped(_, libc::SIGTRAP));
+    if trap && ptrace::getregs(tid)?.rip == pc && ptrace::getsiginfo(tid)?.si_code == libc::TRAP_BRKPT {
+        wait::resume(Resume::Step, tid, None)?;
+        return Ok(waitpid(tid, Some(WaitPidFlag::__WALL))?);
     }
+    Ok(status)
 }
