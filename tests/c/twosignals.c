@@ -4,7 +4,7 @@
  * SIGUSR2 back to back. Both are pending when the child leaves the
  * kernel: with handlers (argument "handled"), the second arrives at the
  * first one's handler entry, and the child counts 2 before it prints; with
- * both ignored (no argument), both interrupt the one sleep, which goes on.
+ * both ignored ("ignored"), both interrupt the one sleep, which goes on.
  * Prints what the child saw and how it ended. */
 #include <signal.h>
 #include <stdio.h>

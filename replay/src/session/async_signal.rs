@@ -189,23 +189,42 @@ impl<'a> Session<'a> {
 
     /// The signal logged next for thread `i` after `s`, which it is being
     /// given now, when the kernel gave it the two together: both were
-    /// pending as the thread left the kernel, so the second came at the
-    /// first one's handler entry, before the handler's first instruction
-    /// (its first argument the first's number, its siginfo and context
-    /// just above the stack pointer). Made pending now, it comes there
-    /// again; found later by its state, it would come after the handler
-    /// ran. `kill(p, SIGTERM); kill(p, SIGCONT)`, as timeout(1) sends
-    /// them, at a process blocked in a call with a SIGTERM handler. (Two
-    /// logged in the same interrupted call are not told apart from two
-    /// that came one after the other, the call restarted in between.)
+    /// pending as the thread left the kernel, so the second came before
+    /// the thread ran an instruction. Made pending now, it comes there
+    /// again; found later, it would come after the first's handler ran.
+    /// `kill(p, SIGTERM); kill(p, SIGCONT)`, as timeout(1) sends them, at
+    /// a process blocked in a call. Two ways to tell:
+    /// - the second was logged at the first one's handler entry (its
+    ///   first argument the first's number, its siginfo and context just
+    ///   above the stack pointer);
+    /// - the first is ignored and the second interrupted the same call:
+    ///   given together or after the kernel restarted the call, the same
+    ///   to the program (nothing ran for the first).
     fn together(&self, i: usize, s: &Signal) -> Option<&'a Signal> {
         let trace: &'a weft_record::Trace = self.trace;
         let next = trace.events.get(self.next_event_of(self.state.threads[i].rec))?;
         let EventKind::Signal(second) = &next.kind else { return None };
-        let h = second.state.as_ref().filter(|_| !second.synchronous)?;
-        let word = |k: usize| h.regs.get(k).copied().unwrap_or(0);
-        let near = |addr: u64| (word(REG_RSP)..word(REG_RSP).saturating_add(FRAME_SPAN)).contains(&addr);
-        (word(REG_RDI) == s.signo as u64 && near(word(REG_RSI)) && near(word(REG_RDX))).then_some(second)
+        if second.synchronous {
+            return None;
+        }
+        let at_handler = second.state.as_ref().is_some_and(|h| {
+            let word = |k: usize| h.regs.get(k).copied().unwrap_or(0);
+            let near = |addr: u64| (word(REG_RSP)..word(REG_RSP).saturating_add(FRAME_SPAN)).contains(&addr);
+            word(REG_RDI) == s.signo as u64 && near(word(REG_RSI)) && near(word(REG_RDX))
+        });
+        let same_call = matches!((&s.interrupted, &second.interrupted), (Some(a), Some(b)) if a.nr == b.nr && a.result == b.result);
+        (at_handler || (same_call && self.ignores(i, s.signo))).then_some(second)
+    }
+
+    /// Whether thread `i`'s process ignores `sig`: SIG_IGN (`SigIgn` in
+    /// /proc/PID/task/TID/status, proc(5)), or no handler for a signal
+    /// whose default action is to ignore it (signal(7)).
+    fn ignores(&self, i: usize, sig: i32) -> bool {
+        let path = format!("/proc/{}/task/{}/status", self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
+        let Ok(status) = std::fs::read_to_string(path) else { return false };
+        let mask = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
+        let default_ignored = matches!(sig, libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH);
+        mask("SigIgn:") & bit(sig) != 0 || (default_ignored && mask("SigCgt:") & bit(sig) == 0)
     }
 
     /// Skips the syscall thread `i` is entering (or blocked in), `e`, and
