@@ -24,6 +24,22 @@ fn sched_yield_spin_lets_the_other_thread_run() {
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
 }
 
+/// A thread whose own event is the log's next spins on a flag that
+/// another thread clears after its last logged call, with no call in
+/// between (Redis's main thread and its I/O threads): after 200 ms it is
+/// set aside and the other thread runs on, which then spins until the
+/// first goes on; each is set aside in turn. Before, the replay reported
+/// a livelock at the first round.
+#[test]
+fn a_spinner_whose_event_is_next_lets_the_thread_it_waits_for_run() {
+    let prog = program("pendingspin");
+    let trace = trace_dir("pendingspin");
+    let rec = record(&trace, &[prog.to_str().unwrap(), "5"], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "mwmwmwmwmw\ndone 5\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "10"]);
+    assert_replays_as_recorded("pendingspin", &rec, &rep);
+}
+
 /// A spin on nanosleep(0): every call is a logged event, so the replay
 /// progresses or meets an unmatched event; it never hangs or livelocks.
 #[test]

@@ -157,9 +157,10 @@ enum At {
     /// point while the log's next event belonged to another thread that
     /// could run (a thread that spins until its process is killed, as the
     /// recorded one was, or one that computes for long after its last
-    /// event). It runs again when its own event is the log's next, or
-    /// when no other thread can, so it cannot hold the others up on one
-    /// core.
+    /// event), or, its own event next, while another thread of its
+    /// process could run ([`Thread::spun`]). It runs again when its own
+    /// event is the log's next, or when no other thread can, so it cannot
+    /// hold the others up on one core.
     Parked,
     /// Gone.
     Exited,
@@ -310,6 +311,12 @@ struct Thread {
     /// The program's own seccomp filters that apply to it, oldest first
     /// (inherited from the thread that made it, as clone(2) does).
     filters: Vec<Arc<seccomp::Filter>>,
+    /// It was set aside while its own event was the log's next: it ran on
+    /// past [`PARK_AFTER`] without a scheduling point, spinning on memory
+    /// another thread of its process changes without a logged call (a
+    /// counter Redis's I/O threads clear). Before it runs again, such a
+    /// thread runs to its next point ([`Session::pick`]).
+    spun: bool,
 }
 
 impl Thread {
@@ -340,6 +347,7 @@ impl Thread {
             unlogged_wait: None,
             exit_due: false,
             filters: Vec::new(),
+            spun: false,
         }
     }
 }

@@ -92,7 +92,7 @@ impl Session<'_> {
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
-                    let slice = self.skip_slice(i).or_else(|| self.parkable(i).then_some(super::PARK_AFTER));
+                    let slice = self.skip_slice(i).or_else(|| (self.parkable(i) || self.may_spin_aside(i)).then_some(super::PARK_AFTER));
                     self.watchdog.arm(tid, slice);
                     if sysemu {
                         self.state.threads[i].exit_due = false;
@@ -170,7 +170,9 @@ impl Session<'_> {
                     }
                 }
                 WaitStatus::Stopped(_, libc::SIGSTOP) if fired => {
-                    return Ok(Advance::Livelock(ptrace::getregs(tid)?.rip));
+                    // Where it spins, for the diagnosis's thread list too.
+                    self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    return Ok(Advance::Livelock(self.state.threads[i].regs.rip));
                 }
                 WaitStatus::Stopped(_, libc::SIGSTOP) if self.skip_slice(i).is_some() && self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
@@ -179,6 +181,7 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, libc::SIGSTOP) if self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     self.state.threads[i].at = At::Parked;
+                    self.state.threads[i].spun = self.next_owner() == Some(i);
                     return Ok(Advance::Point);
                 }
                 WaitStatus::Stopped(_, libc::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
@@ -337,11 +340,20 @@ impl Session<'_> {
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too
     /// long: the thread of the log's next event is another one that can
-    /// run now (on one core, a thread that computes for long after its
-    /// last event, with no scheduling point on the way, would hold it up;
-    /// in the recording both ran at once).
+    /// run now, or that was set aside to let `i` run ([`super::Thread::spun`])
+    /// (on one core, a thread that computes for long after its last
+    /// event, with no scheduling point on the way, would hold it up; in
+    /// the recording both ran at once).
     fn parkable(&self, i: usize) -> bool {
-        self.next_owner().is_some_and(|j| j != i && self.runnable(j))
+        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || self.state.threads[j].at == At::Parked))
+    }
+
+    /// Whether thread `i`, whose own event is the log's next, may be set
+    /// aside if it runs too long ([`super::Thread::spun`]): another
+    /// thread of its process can run, which may have unlogged work left
+    /// that `i` waits for.
+    fn may_spin_aside(&self, i: usize) -> bool {
+        self.next_owner() == Some(i) && self.fellows(i).next().is_some()
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

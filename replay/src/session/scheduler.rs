@@ -845,7 +845,7 @@ impl Session<'_> {
 
     /// The threads other than `j` of `j`'s process that can run
     /// ([`Session::free`]): who may go before `j` ([`Session::before_owner`]).
-    fn fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
         let proc = self.state.threads[j].proc;
         (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.free(t))
     }
@@ -978,7 +978,13 @@ impl Session<'_> {
     /// else a deadlock.
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
         if let Some(j) = self.next_owner().filter(|&j| self.state.threads[j].at == At::Parked) {
-            // Its turn has come.
+            // Its turn has come; but one that spun through it waits for
+            // another's unlogged work, which runs first, to its next point.
+            if std::mem::take(&mut self.state.threads[j].spun) {
+                if let Some(k) = self.fellows(j).next() {
+                    return Ok(k);
+                }
+            }
             self.unpark(j);
         }
         if let Some(j) = (0..self.state.threads.len()).find(|&j| self.unlogged_wait_over(j)) {
