@@ -345,7 +345,8 @@ impl Session<'_> {
     /// event, with no scheduling point on the way, would hold it up; in
     /// the recording both ran at once).
     fn parkable(&self, i: usize) -> bool {
-        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || self.state.threads[j].at == At::Parked))
+        let spun_for = |j: usize| self.state.threads[j].spun && self.state.threads[j].proc == self.state.threads[i].proc;
+        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || spun_for(j)))
     }
 
     /// Whether thread `i`, whose own event is the log's next, may be set

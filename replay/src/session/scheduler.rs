@@ -979,11 +979,10 @@ impl Session<'_> {
     pub(super) fn pick(&mut self) -> std::result::Result<usize, Failure> {
         if let Some(j) = self.next_owner().filter(|&j| self.state.threads[j].at == At::Parked) {
             // Its turn has come; but one that spun through it waits for
-            // another's unlogged work, which runs first, to its next point.
-            if std::mem::take(&mut self.state.threads[j].spun) {
-                if let Some(k) = self.fellows(j).next() {
-                    return Ok(k);
-                }
+            // others' unlogged work, which runs first, each to its next
+            // point (or until set aside in turn).
+            if let Some(k) = self.fellows(j).next().filter(|_| self.state.threads[j].spun) {
+                return Ok(k);
             }
             self.unpark(j);
         }
