@@ -340,13 +340,15 @@ impl Session<'_> {
 
     /// Whether thread `i` may be parked ([`At::Parked`]) if it runs too
     /// long: the thread of the log's next event is another one that can
-    /// run now, or that was set aside to let `i` run ([`super::Thread::spun`])
-    /// (on one core, a thread that computes for long after its last
-    /// event, with no scheduling point on the way, would hold it up; in
-    /// the recording both ran at once).
+    /// run now, or one of `i`'s process that was set aside, which runs
+    /// again once `i` is (on one core, a thread that computes for long
+    /// after its last event, with no scheduling point on the way, would
+    /// hold it up; in the recording both ran at once; and two threads of
+    /// a process that spin on each other's unlogged writes, Redis's main
+    /// and I/O threads, take turns).
     fn parkable(&self, i: usize) -> bool {
-        let spun_for = |j: usize| self.state.threads[j].spun && self.state.threads[j].proc == self.state.threads[i].proc;
-        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || spun_for(j)))
+        let set_aside = |j: usize| self.state.threads[j].at == At::Parked && self.state.threads[j].proc == self.state.threads[i].proc;
+        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || set_aside(j)))
     }
 
     /// Whether thread `i`, whose own event is the log's next, may be set
