@@ -30,6 +30,9 @@ use weft_record::Tid;
 /// thread that exited) must not cost a scan of the rest of the log.
 const SIGNAL_LOOKAHEAD: usize = 1024;
 
+/// How many bytes of a mismatched write an unmatched-event message shows.
+const SHOWN_OUTPUT: usize = 80;
+
 impl Session<'_> {
     /// A *pevnt* test then a check (seed 000 Fig. 8): run the event if it
     /// is the log's next and belongs to this thread, else switch to the
@@ -386,7 +389,12 @@ impl Session<'_> {
                     let mut rd = |a: u64| self.mem(i).read_u64(a).ok();
                     let ranges = syscalls::output_ranges(e.nr, &e.args, s.result, &mut rd);
                     if self.mem(i).hash_ranges(&ranges) != want {
-                        return Some(format!("{} writing different bytes", describe()));
+                        // The log holds the recorded bytes' hash only: what
+                        // the replay would write shows how it differs.
+                        let bytes = self.mem(i).read_ranges(&ranges).unwrap_or_default();
+                        let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN_OUTPUT)]);
+                        let more = if bytes.len() > SHOWN_OUTPUT { "..." } else { "" };
+                        return Some(format!("{} writing different bytes: {shown:?}{more}", describe()));
                     }
                 }
                 None
