@@ -353,6 +353,11 @@ impl Session<'_> {
     pub(super) fn mismatch(&self, i: usize, observed: &Observed, expected: &Event) -> Option<String> {
         let label = self.label_of(observed);
         let describe = || match observed {
+            // The runtime's marker, as the log shows a synchronization.
+            Observed::Syscall(e) if e.nr == weft_record::runtime::NR_SYNC => match event::SyncOp::from_code(e.args[0] as i64) {
+                Some(op) => format!("sync {op:?} {:#x}", e.args[1]),
+                None => format!("runtime marker {}", e.args[0]),
+            },
             Observed::Syscall(e) => {
                 let args: Vec<String> = e.args.iter().map(|a| format!("{a:#x}")).collect();
                 format!("{}({})", syscalls::name(e.nr), args.join(", "))
