@@ -157,16 +157,20 @@ impl<'a> Session<'a> {
     }
 
     /// The signals pending for thread `i` or its process, a mask with bit
-    /// `signo - 1` (`SigPnd` and `ShdPnd` in /proc/PID/task/TID/status,
-    /// proc(5)). Errors: the file cannot be read.
+    /// `signo - 1` (`SigPnd` and `ShdPnd`, [`Session::signal_masks`]).
+    /// Errors: the file cannot be read.
     pub(super) fn pending_signals(&self, i: usize) -> Result<u64> {
+        Ok(self.signal_masks(i, &["SigPnd:", "ShdPnd:"])?.iter().fold(0, |all, m| all | m))
+    }
+
+    /// The signal masks named `keys` (bit `signo - 1`) in thread `i`'s
+    /// /proc/PID/task/TID/status (proc(5)), in that order; a missing one
+    /// is 0. Errors: the file cannot be read.
+    fn signal_masks(&self, i: usize, keys: &[&str]) -> Result<Vec<u64>> {
         let path = format!("/proc/{}/task/{}/status", self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
         let status = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        Ok(status
-            .lines()
-            .filter_map(|line| line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:")))
-            .filter_map(|m| u64::from_str_radix(m.trim(), 16).ok())
-            .fold(0, |all, m| all | m))
+        let mask = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
+        Ok(keys.iter().map(|key| mask(key)).collect())
     }
 
     /// Brings thread `i` to the delivery stop of `s` (signal `sig`, sent by
@@ -220,11 +224,9 @@ impl<'a> Session<'a> {
     /// /proc/PID/task/TID/status, proc(5)), or no handler for a signal
     /// whose default action is to ignore it (signal(7)).
     fn ignores(&self, i: usize, sig: i32) -> bool {
-        let path = format!("/proc/{}/task/{}/status", self.state.procs[self.state.threads[i].proc].pid, self.state.threads[i].tid);
-        let Ok(status) = std::fs::read_to_string(path) else { return false };
-        let mask = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
+        let Ok([ignored, caught]) = self.signal_masks(i, &["SigIgn:", "SigCgt:"]).map(|m| [m[0], m[1]]) else { return false };
         let default_ignored = matches!(sig, libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH);
-        mask("SigIgn:") & bit(sig) != 0 || (default_ignored && mask("SigCgt:") & bit(sig) == 0)
+        ignored & bit(sig) != 0 || (default_ignored && caught & bit(sig) == 0)
     }
 
     /// Skips the syscall thread `i` is entering (or blocked in), `e`, and

@@ -843,6 +843,15 @@ impl Session<'_> {
             .min_by_key(|&t| self.next_event_of(self.state.threads[t].rec))
     }
 
+    /// Parked thread `j` runs again, and no longer waits for others it
+    /// spun for ([`super::Thread::spun`]); a vfork parent gets its
+    /// child's writes first ([`Session::vfork_release`]).
+    pub(super) fn unpark(&mut self, j: usize) {
+        self.state.threads[j].at = At::Ready;
+        self.state.threads[j].spun = false;
+        self.vfork_release(self.state.threads[j].proc);
+    }
+
     /// The threads other than `j` of `j`'s process that can run
     /// ([`Session::free`]): who may go before `j` ([`Session::before_owner`]).
     pub(super) fn fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {

@@ -48,14 +48,11 @@ impl Session<'_> {
         followed
     }
 
-    /// Parked thread `j` runs again (and no longer waits for others it
-    /// spun for, [`super::Thread::spun`]); a vfork parent gets its child's
-    /// writes first (a failure to read them is logged: the replay goes on
-    /// and the state comparison of a later signal says what differs).
-    pub(super) fn unpark(&mut self, j: usize) {
-        self.state.threads[j].at = At::Ready;
-        self.state.threads[j].spun = false;
-        let proc = self.state.threads[j].proc;
+    /// A thread of process `proc` goes on after being held: the vfork
+    /// children it waits for give their writes now (a failure to read
+    /// them is logged: the replay goes on, and the state comparison of a
+    /// later signal says what differs).
+    pub(super) fn vfork_release(&mut self, proc: usize) {
         let children: Vec<usize> = (0..self.state.procs.len()).filter(|&c| self.state.procs[c].vfork_parent == Some(proc)).collect();
         for child in children {
             if let Err(e) = self.vfork_done(child) {
