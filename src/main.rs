@@ -442,7 +442,7 @@ fn debug(
                 shown.set_ip(Ipv4Addr::LOCALHOST.into());
             }
             eprintln!(
-                "weft: serving {} on {}; connect with:\n  gdb -ex 'set sysroot /' -ex 'target remote {shown}' {}",
+                "weft: serving {} on {}; connect with:\n  gdb -ex 'target remote {shown}' {}",
                 dir.display(),
                 listener.local_addr()?,
                 exe.display()
@@ -464,10 +464,12 @@ fn debug(
             );
             // SAFETY: the handler does nothing.
             unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGINT, &action) }?;
+            // gdb reads the libraries from the target (its default
+            // sysroot): the trace's copies, as the recording ran them.
             let mut gdb = std::process::Command::new("gdb")
                 .arg("-q")
                 .arg(&exe)
-                .args(["-ex", "set sysroot /", "-ex", &format!("target remote {addr}")])
+                .args(["-ex", &format!("target remote {addr}")])
                 .args(&gdb_args)
                 .spawn()
                 .context("cannot start gdb (is it installed?)")?;

@@ -695,6 +695,42 @@ fn lldb_sees_the_shared_libraries() {
     assert!(images.contains("libc.so.6") && images.contains("ld-linux-x86-64.so.2"), "{}", t.text);
 }
 
+/// gdb reads the recording's files through the server (`vFile`, gdb's
+/// default `target:` sysroot): a library rebuilt after the recording
+/// comes from the trace's copy, so the recorded helper's symbol resolves
+/// (the rebuilt library names it otherwise), and `/proc/PID/maps` is the
+/// replaying process's (gdb warned that it could not open it before).
+#[test]
+fn gdb_reads_the_recorded_library_after_a_rebuild() {
+    let dir = scratch().join("greetlib");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
+    let cc = |args: &[&str], src: &str, out: &Path| {
+        let st = std::process::Command::new("cc").args(["-O0", "-g"]).args(args).arg(source(src)).arg("-o").arg(out).status().unwrap();
+        assert!(st.success(), "cc {src}");
+    };
+    let lib = dir.join("libgreet.so");
+    cc(&["-shared", "-fPIC", "-DHELPER=recorded_helper"], "greetlib.c", &lib);
+    let exe = dir.join("greet");
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    // -l after the source, as the linker wants it.
+    let st = std::process::Command::new("cc").args(["-O0", "-g"]).arg(source("greet.c")).args(["-L", dir.to_str().unwrap(), &rpath, "-lgreet", "-o"]).arg(&exe).status().unwrap();
+    assert!(st.success());
+    let trace = trace_dir("dbg-rebuilt-lib");
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!((rec.status.code(), String::from_utf8_lossy(&rec.stdout).as_ref()), (Some(0), "greet 42\n"), "{}", err(&rec));
+    // A new file renamed over the old one (a new inode), as a linker does.
+    let rebuilt = dir.join("libgreet.so.new");
+    cc(&["-shared", "-fPIC", "-DHELPER=rebuilt_helper"], "greetlib.c", &rebuilt);
+    std::fs::rename(&rebuilt, &lib).unwrap();
+    let server = Server::start(&trace);
+    let t = server.gdb(&exe, &["set breakpoint pending on", "break recorded_helper", "@hit", "continue", "@bt", "bt", "@maps", "info proc mappings"]);
+    assert!(t.section("hit").contains("Breakpoint 1, recorded_helper (x=21)"), "{}", t.text);
+    assert!(t.section("bt").contains("greet (x=21)"), "{}", t.text);
+    assert!(t.section("maps").contains(exe.to_str().unwrap()), "{}", t.text);
+    assert!(!t.text.contains("unable to open /proc file"), "{}", t.text);
+}
+
 fn assert_usable(server: &Server, exe: &Path) {
     let t = server.gdb(exe, &["break work_step", "@hit", "continue", "print tls_id", "@counter", "print counter"]);
     let id = work_step_stop(t.section("hit"), &t);

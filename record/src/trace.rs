@@ -583,6 +583,18 @@ impl Trace {
         Ok(Self { dir: dir.to_path_buf(), meta, events, damage })
     }
 
+    /// Every file the recording mapped, with the trace's copy: the
+    /// executable and loader of the first exec, those of later execs, then
+    /// the files of file-backed mmaps, in log order.
+    pub fn mapped_files(&self) -> impl Iterator<Item = &MappedFile> {
+        let logged = self.events.iter().flat_map(|e| match &e.kind {
+            EventKind::Exec(x) => x.files.iter().collect(),
+            EventKind::Syscall(s) => s.file.as_deref().into_iter().collect(),
+            _ => Vec::new(),
+        });
+        self.meta.exec_files.iter().chain(logged)
+    }
+
     /// Path of a copied file (a [`MappedFile::copy`] name) in this trace.
     pub fn file_path(&self, copy: &str) -> PathBuf {
         self.dir.join("files").join(copy)

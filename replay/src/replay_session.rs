@@ -102,6 +102,25 @@ impl<'a> ReplaySession<'a> {
         &self.exe
     }
 
+    /// The kernel's id of the task that replays live thread `tid` (what
+    /// `/proc/PID` names for it): a debugger's reads of the recorded
+    /// process's `/proc` files are answered from it, as rr does. `None`
+    /// when `tid` is not live.
+    pub fn task_id(&self, tid: Tid) -> Option<i32> {
+        self.live.task_id(tid)
+    }
+
+    /// The trace's copy of `path`, a file the recording mapped (an
+    /// executable, a loader, a library or any other mapped file; the
+    /// first copy when it changed during the recording), for a debugger
+    /// to read the recorded bytes even when the file changed since.
+    /// `None` for a file the recording did not map. Errors: the copy is
+    /// missing or differs from the recorded bytes ([`Trace::copy_bytes`]).
+    pub fn recorded_copy(&self, path: &[u8]) -> Option<Result<PathBuf>> {
+        let file = self.trace.mapped_files().find(|f| f.path == path)?;
+        Some(self.trace.copy_bytes(file).map(|_| self.trace.file_path(&file.copy)).map_err(Into::into))
+    }
+
     /// The recorded tids of the threads alive now, in creation order.
     pub fn threads(&self) -> Vec<Tid> {
         self.live.live_threads()

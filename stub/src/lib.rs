@@ -22,6 +22,7 @@
 //! select, for a reverse step after `Hc0`.
 
 pub mod arch;
+pub mod hostio;
 pub mod intercept;
 pub mod monitor;
 pub mod regs;

@@ -15,7 +15,7 @@ use crate::intercept::{Intercept, Taken, Unread};
 use crate::target::ReplayTarget;
 use anyhow::{Context, Result};
 use gdbstub::stub::state_machine::GdbStubStateMachine;
-use gdbstub::stub::{DisconnectReason, GdbStub, MultiThreadStopReason};
+use gdbstub::stub::{DisconnectReason, GdbStubBuilder, MultiThreadStopReason};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -195,13 +195,61 @@ impl Unread for Incoming {
     }
 }
 
+/// The largest packet weft takes and offers (`PacketSize` in
+/// `qSupported`), in bytes: gdb reads files through host I/O
+/// ([`crate::hostio`]) and memory in pieces this large; gdbstub's default
+/// of 4 KiB made loading libc's symbols from the target take 8 s.
+const PACKET_SIZE: usize = 64 * 1024;
+
+/// gdbstub's connection: its replies to the client, each kept until
+/// gdbstub flushes it. (gdbstub's own `TcpStream` connection sends every
+/// byte as a TCP segment of its own, under TCP_NODELAY: a 64 KiB file
+/// read took a second.) The server reads the client itself
+/// ([`Incoming`]).
+struct Replies {
+    stream: TcpStream,
+    out: Vec<u8>,
+}
+
+impl gdbstub::conn::Connection for Replies {
+    type Error = std::io::Error;
+
+    /// Keeps `byte`, but sends an acknowledgement (`+` where no reply has
+    /// begun: a reply starts with `$`) at once, as the client may wait
+    /// for it while the command runs.
+    fn write(&mut self, byte: u8) -> std::io::Result<()> {
+        self.out.push(byte);
+        if byte == b'+' && self.out.len() == 1 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Write::write_all(&mut self.stream, &self.out)?;
+        self.out.clear();
+        Ok(())
+    }
+
+    fn on_session_start(&mut self) -> std::io::Result<()> {
+        self.stream.set_nodelay(true)
+    }
+}
+
 /// Serves one client until it goes. Errors: gdbstub's (a malformed
 /// packet, a failed write) or the session's.
 fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<ClientEnd> {
     let mut incoming = Incoming { fd: stream.as_raw_fd(), pending: VecDeque::new(), closed: false };
     let mut intercept = Intercept::default();
+    target.files.clear();
     let mut replies = stream.try_clone().context("cannot share the client's socket")?;
-    let mut machine = GdbStub::new(stream).run_state_machine(target)?;
+    let stub = GdbStubBuilder::new(Replies { stream, out: Vec::new() }).packet_buffer_size(PACKET_SIZE).build().context("cannot set up the protocol's buffer")?;
+    let mut machine = stub.run_state_machine(target)?;
     // Whether the interrupt came while gdb waited for a stop (else it
     // crossed a stop reply, and is dropped).
     let mut running = false;

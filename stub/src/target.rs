@@ -5,6 +5,7 @@
 //! polls the connection for gdb's interrupt.
 
 use crate::arch::{LinuxRegs, LinuxX86_64};
+use crate::hostio::HostFiles;
 use crate::{monitor, regs, stop, svr4, tls, watch};
 use anyhow::Result;
 use gdbstub::common::{Pid, Signal, Tid as GdbTid};
@@ -23,6 +24,7 @@ use gdbstub::target::ext::breakpoints::{
     Breakpoints, BreakpointsOps, HwBreakpoint, HwBreakpointOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps, WatchKind as GdbWatchKind,
 };
 use gdbstub::target::ext::exec_file::{ExecFile, ExecFileOps};
+use gdbstub::target::ext::host_io::HostIoOps;
 use gdbstub::target::ext::libraries::{LibrariesSvr4, LibrariesSvr4Ops};
 use gdbstub::target::ext::monitor_cmd::{ConsoleOutput, MonitorCmd, MonitorCmdOps};
 use gdbstub::target::{Target, TargetError, TargetResult};
@@ -85,12 +87,24 @@ pub struct ReplayTarget<'s, 'a> {
     /// ([`crate::intercept::Intercept::step_thread`], which the server
     /// keeps here).
     pub(crate) any_step_thread: Option<Tid>,
+    /// The files the client opened through host I/O ([`crate::hostio`]).
+    pub(crate) files: HostFiles,
 }
 
 impl<'s, 'a> ReplayTarget<'s, 'a> {
     /// A target over `session`.
     pub fn new(session: &'s mut ReplaySession<'a>) -> Self {
-        Self { session, action: Action::Continue, killed_reported: false, any_step_thread: None }
+        Self { session, action: Action::Continue, killed_reported: false, any_step_thread: None, files: HostFiles::default() }
+    }
+
+    /// The session, for the host I/O answers ([`crate::hostio`]).
+    pub(crate) fn session(&self) -> &ReplaySession<'a> {
+        self.session
+    }
+
+    /// The client's open files ([`crate::hostio`]).
+    pub(crate) fn files(&mut self) -> &mut HostFiles {
+        &mut self.files
     }
 
     /// The failure the replay is known to meet (no valid schedule was
@@ -201,6 +215,10 @@ impl Target for ReplayTarget<'_, '_> {
     }
 
     fn support_monitor_cmd(&mut self) -> Option<MonitorCmdOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_host_io(&mut self) -> Option<HostIoOps<'_, Self>> {
         Some(self)
     }
 

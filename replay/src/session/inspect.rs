@@ -47,6 +47,12 @@ impl Session<'_> {
         self.state.threads.iter().filter(|t| t.proc == 0 && t.at != At::Exited).map(|t| t.rec).collect()
     }
 
+    /// The kernel's id of the task that replays live recorded thread
+    /// `rec`; `None` when there is no such live thread.
+    pub(crate) fn task_id(&self, rec: Tid) -> Option<i32> {
+        self.live(rec).ok().map(|t| t.tid.as_raw())
+    }
+
     fn live(&self, rec: Tid) -> Result<&super::Thread> {
         let i = self.thread_index(rec).ok_or_else(|| anyhow!("no live thread {rec}"))?;
         Ok(&self.state.threads[i])
