@@ -731,6 +731,22 @@ fn gdb_reads_the_recorded_library_after_a_rebuild() {
     assert!(!t.text.contains("unable to open /proc file"), "{}", t.text);
 }
 
+/// Going forwards to the recorded exit stops there, at the exit_group,
+/// as the end of the replay log ("No more reverse-execution history"):
+/// gdb still has the process and can go back (rr stops there too). Going
+/// forwards from that stop, the program exits.
+#[test]
+fn the_end_of_the_recording_is_a_stop_to_go_back_from() {
+    let (trace, exe) = counter_trace("dbg-end");
+    let server = Server::start(&trace);
+    let t = server.gdb(&exe, &["@end", "continue", "break work_step", "@back", "reverse-continue", "print counter", "delete", "@again", "continue", "@exit", "continue"]);
+    assert!(t.section("end").contains("No more reverse-execution history"), "{}", t.text);
+    assert!(t.section("back").contains("Breakpoint 1, work_step"), "{}", t.text);
+    assert_eq!(int(t.section("back")), 59, "the last call finds the 59 before it:\n{}", t.text);
+    assert!(t.section("again").contains("No more reverse-execution history"), "{}", t.text);
+    assert!(t.section("exit").contains("exited normally"), "{}", t.text);
+}
+
 fn assert_usable(server: &Server, exe: &Path) {
     let t = server.gdb(exe, &["break work_step", "@hit", "continue", "print tls_id", "@counter", "print counter"]);
     let id = work_step_stop(t.section("hit"), &t);

@@ -19,9 +19,9 @@ pub fn gdb_tid(tid: Tid) -> NonZeroUsize {
 
 /// The stop reply for `stop`, reported in thread `tid` (the stop's own
 /// thread when it is alive, else one that is: gdb must be able to select
-/// it). `killed_again`: the stop is a [`Stop::Killed`] right after one
-/// was reported, i.e. gdb resumed from the fatal signal, so the process
-/// now dies (`X` packet) instead of stopping again.
+/// it). `again`: the stop is the recording's end right after it was
+/// reported, i.e. gdb went forwards from there, so the process now ends
+/// (`X` or `W` packet) instead of stopping again.
 ///
 /// - A breakpoint is `T05 swbreak:` (gdb then does not back up the pc:
 ///   the session stops before the int3 executes).
@@ -30,11 +30,15 @@ pub fn gdb_tid(tid: Tid) -> NonZeroUsize {
 ///   thread (gdb decides from the pc whether a step is done).
 /// - A recorded signal or the fatal one: `T<sig>` in the thread, with
 ///   gdb's signal number, so gdb shows the fault where it happened.
-/// - The program's end: `W<code>`; after the fatal signal, `X<sig>`.
+/// - The program's exit: `T05 replaylog:end` in the thread at its
+///   exit_group, which gdb reports as "No more reverse-execution
+///   history" and from which it can still go back (rr stops there too,
+///   with SIGKILL); going forwards again, `W<code>`. After the fatal
+///   signal, `X<sig>`.
 /// - Going back past the start: `T05 replaylog:begin`, which gdb reports
 ///   as "No more reverse-execution history".
 /// - An interrupt (gdb's ^C): `T02` (SIGINT).
-pub fn reason(stop: &Stop, tid: Tid, killed_again: bool) -> MultiThreadStopReason<u64> {
+pub fn reason(stop: &Stop, tid: Tid, again: bool) -> MultiThreadStopReason<u64> {
     let tid = gdb_tid(tid);
     let with_signal = |signo: i32| MultiThreadStopReason::SignalWithThread { tid, signal: signal::from_linux(signo) };
     match stop {
@@ -52,9 +56,10 @@ pub fn reason(stop: &Stop, tid: Tid, killed_again: bool) -> MultiThreadStopReaso
             with_signal(libc::SIGTRAP)
         }
         Stop::Signal { signo, .. } => with_signal(*signo),
-        Stop::Killed { signo, .. } if killed_again => MultiThreadStopReason::Terminated(signal::from_linux(*signo)),
+        Stop::Killed { signo, .. } if again => MultiThreadStopReason::Terminated(signal::from_linux(*signo)),
         Stop::Killed { signo, .. } => with_signal(*signo),
-        Stop::Exited { code } => MultiThreadStopReason::Exited(*code as u8),
+        Stop::Exited { code } if again => MultiThreadStopReason::Exited(*code as u8),
+        Stop::Exited { .. } => MultiThreadStopReason::ReplayLog { tid: Some(tid), pos: ReplayLogPosition::End },
         Stop::StartOfRecording { .. } => MultiThreadStopReason::ReplayLog { tid: Some(tid), pos: ReplayLogPosition::Begin },
         Stop::Interrupted { .. } => MultiThreadStopReason::SignalWithThread { tid, signal: Signal::SIGINT },
     }
@@ -98,7 +103,9 @@ mod tests {
         let segv = Stop::Killed { tid: 7, signo: libc::SIGSEGV };
         assert_eq!(reason(&segv, 7, false), MultiThreadStopReason::SignalWithThread { tid: t, signal: Signal::SIGSEGV });
         assert_eq!(reason(&segv, 7, true), MultiThreadStopReason::Terminated(Signal::SIGSEGV));
-        assert_eq!(reason(&Stop::Exited { code: 3 }, 1, false), MultiThreadStopReason::Exited(3));
+        let end = MultiThreadStopReason::ReplayLog { tid: Some(NonZeroUsize::new(1).unwrap()), pos: ReplayLogPosition::End };
+        assert_eq!(reason(&Stop::Exited { code: 3 }, 1, false), end);
+        assert_eq!(reason(&Stop::Exited { code: 3 }, 1, true), MultiThreadStopReason::Exited(3));
         assert_eq!(
             reason(&Stop::StartOfRecording { tid: 7 }, 7, false),
             MultiThreadStopReason::ReplayLog { tid: Some(t), pos: ReplayLogPosition::Begin }

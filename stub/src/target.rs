@@ -81,8 +81,10 @@ impl Action {
 pub struct ReplayTarget<'s, 'a> {
     session: &'s mut ReplaySession<'a>,
     action: Action,
-    /// The last stop reported was the fatal signal ([`Stop::Killed`]).
-    killed_reported: bool,
+    /// The last stop reported was the recording's end: the fatal signal
+    /// ([`Stop::Killed`]) or the exit ([`Stop::Exited`]), which a resume
+    /// forwards from there then ends ([`stop::reason`]).
+    end_reported: bool,
     /// The thread a `bs` after `Hc0` steps
     /// ([`crate::intercept::Intercept::step_thread`], which the server
     /// keeps here).
@@ -94,7 +96,7 @@ pub struct ReplayTarget<'s, 'a> {
 impl<'s, 'a> ReplayTarget<'s, 'a> {
     /// A target over `session`.
     pub fn new(session: &'s mut ReplaySession<'a>) -> Self {
-        Self { session, action: Action::Continue, killed_reported: false, any_step_thread: None, files: HostFiles::default() }
+        Self { session, action: Action::Continue, end_reported: false, any_step_thread: None, files: HostFiles::default() }
     }
 
     /// The session, for the host I/O answers ([`crate::hostio`]).
@@ -128,9 +130,9 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
             eprintln!("weft: {}; `monitor when` says where; going back works", stop::describe(&stop));
         }
         let forward = matches!(self.action, Action::Continue | Action::Step(_));
-        let killed = matches!(stop, Stop::Killed { .. });
-        let reason = stop::reason(&stop, self.reported_tid(&stop), killed && forward && self.killed_reported);
-        self.killed_reported = killed;
+        let end = matches!(stop, Stop::Killed { .. } | Stop::Exited { .. });
+        let reason = stop::reason(&stop, self.reported_tid(&stop), end && forward && self.end_reported);
+        self.end_reported = end;
         Ok(reason)
     }
 
@@ -499,7 +501,7 @@ impl MonitorCmd for ReplayTarget<'_, '_> {
                     out.flush();
                 });
                 if !matches!(cmd, monitor::Command::When | monitor::Command::Help | monitor::Command::Events(_)) {
-                    self.killed_reported = false;
+                    self.end_reported = false;
                 }
                 text
             }
