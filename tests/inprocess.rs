@@ -151,6 +151,51 @@ fn a_read_blocked_on_a_pipe_falls_back_while_another_thread_buffers() {
     assert!(names.contains("clock_gettime") && names.contains("newfstatat"), "{names:?}");
 }
 
+/// Mutex kinds beyond the plain one (tests/c/mutexkinds.c), each valid
+/// in log order in 3 recordings of 3, which failed every time before:
+/// a robust mutex whose owner died (EOWNERDEAD was returned without
+/// taking it, then the replay's kernel did not mark the owner dead: a
+/// deadlock), a contended adaptive mutex (its spin's TSC reads were
+/// logged, and the replay, granting the lock in order, makes none), and
+/// C11's mtx_t/cnd_t (glibc's mtx_lock calls its pthread function past
+/// the interposed symbol: nothing was logged, and the search found
+/// nothing).
+#[test]
+fn robust_adaptive_and_c11_mutexes_replay_in_log_order() {
+    let prog = program("mutexkinds");
+    for mode in ["robust", "adaptive", "c11"] {
+        for n in 0..3 {
+            let (rec, events) = first_attempt(&format!("mutexkinds-{mode}-{n}"), &[prog.to_str().unwrap(), mode]);
+            let out = String::from_utf8_lossy(&rec.stdout);
+            let locks = events.iter().filter(|e| e["op"] == "MutexLock").count();
+            match mode {
+                "robust" => assert_eq!(out, "lock: owner died\nlock: taken\n"),
+                "adaptive" => assert!(out.starts_with("adaptive: 20000 appends") && locks >= 20000, "{out}: {locks} locks logged"),
+                _ => assert!(out.starts_with("c11: initializer") && locks >= 6000, "{out}: {locks} locks logged"),
+            }
+        }
+    }
+}
+
+/// A timer signal whose handler makes a buffered call, every millisecond
+/// at a loop of buffered calls (tests/c/sighandlercall.c): some signals
+/// hit the runtime's entry or return stub, outside a runtime function,
+/// where the handler's call is buffered; the replay delivers such a
+/// signal inside the function, where the handler's call took the ptrace
+/// path instead, so each recording failed (5 in 5) until the recorder
+/// moved such a signal out of the stub first. Three recordings, each
+/// valid at the first attempt.
+#[test]
+fn a_timer_handler_that_makes_a_buffered_call_replays() {
+    let prog = program("sighandlercall");
+    for n in 0..3 {
+        let (rec, events) = first_attempt(&format!("sighandlercall-{n}"), &[prog.to_str().unwrap()]);
+        assert!(String::from_utf8_lossy(&rec.stdout).starts_with("handler ran: yes"), "{}", err(&rec));
+        let alarms = events.iter().filter(|e| e["kind"] == "signal" && e["signal"] == "SIGALRM").count();
+        assert!(alarms >= 20, "{alarms} SIGALRMs logged");
+    }
+}
+
 /// SIGALRM every millisecond while a thread loops on buffered calls, with
 /// an SA_RESTART handler and then one without: the replay delivers each
 /// signal where it came and reproduces the handler runs, the rounds and
@@ -481,9 +526,14 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 /// tests/c/hostile.c: while one thread makes buffered calls, the main
 /// thread closes every descriptor and dup2s over them (the runtime holds
 /// none: no warning, the buffering goes on), unmaps the runtime's buffers
-/// (`unmap`), installs a seccomp filter of its own (`seccomp`), or clones
-/// a thread without a TLS and a process sharing its memory (`clone`).
-/// For the last three the runtime goes off with one
+/// (`unmap`), or, once the busy thread is done, a range that starts
+/// below the runtime's memory and covers its code page (`unmapbelow`:
+/// the program crashed at its next buffered call before), installs a seccomp filter of its own
+/// (`seccomp`), clones a thread without a TLS and a process sharing its
+/// memory (`clone`), or a process sharing its memory that makes buffered
+/// calls (`vmprocess`: its records went into its parent's slot, and the
+/// recording failed or replayed wrong before).
+/// For all but the first the runtime goes off with one
 /// warning; calls the other thread made before it saw that are buffered,
 /// later ones take the ptrace path, and the replay finds the same
 /// switch in each thread. Three recordings each (the switch races with
@@ -495,7 +545,8 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 #[test]
 fn hostile_programs_fall_back_to_ptrace_and_replay() {
     let prog = program("hostile");
-    for (mode, falls_back) in [("closefds", false), ("unmap", true), ("seccomp", true), ("clone", true)] {
+    let modes = [("closefds", false), ("unmap", true), ("unmapbelow", true), ("seccomp", true), ("clone", true), ("vmprocess", true)];
+    for (mode, falls_back) in modes {
         for n in 0..3 {
             let name = format!("hostile-{mode}-{n}");
             let trace = trace_dir(&name);
@@ -512,6 +563,12 @@ fn hostile_programs_fall_back_to_ptrace_and_replay() {
             let rep = replay(&trace, &["--no-explore"]);
             assert_replays_as_recorded(&name, &rec, &rep);
             let events = dump(&trace);
+            if mode == "unmapbelow" {
+                // The main thread's last call, after the munmap.
+                let last = events.iter().rfind(|e| e["syscall"] == "clock_gettime" && e["tid"] == events[0]["tid"]).expect("main's call");
+                assert!(!is_buffered(last), "{name}: main's call after the munmap was buffered");
+                continue;
+            }
             let busy = events.iter().filter(|e| e["syscall"] == "clock_gettime" && e["tid"] != events[0]["tid"]);
             let (buffered, ptrace): (Vec<_>, Vec<_>) = busy.partition(|e| is_buffered(e));
             assert!(!buffered.is_empty(), "{name}: no buffered call before the runtime went off");

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +107,7 @@ struct thread {
     volatile unsigned int phase;
 };
 _Static_assert(__builtin_offsetof(struct thread, phase) == 12, "SET_PHASE's offset");
+_Static_assert(__builtin_offsetof(struct thread, depth) == 8, "DEPTH_BEFORE_PHASE (runtime.rs)");
 /* Initial-exec: a preloaded library's TLS is in the static block, so an
  * access is one %fs-relative load (and the stubs can reach it). */
 static __thread struct thread self __asm__("weft_thread_self") __attribute__((tls_model("initial-exec"), used));
@@ -748,6 +750,22 @@ static int busy(int r, int like_sem) {
     return like_sem ? r == -1 && errno == EAGAIN : r == EBUSY;
 }
 
+/* Whether an acquire's logged outcome says it took the variable: 0, or
+ * EOWNERDEAD (a robust mutex whose owner died holding it is taken). */
+static int granted(long logged) {
+    return logged == 0 || logged == EOWNERDEAD;
+}
+
+/* In a replay, marks robust mutex `m` as the kernel marked it when its
+ * owner died in the recording (FUTEX_OWNER_DIED in the lock word; futex(2),
+ * "Robust futexes"), so that the real call takes it and returns
+ * EOWNERDEAD. The replay's kernel does not: the lock word holds the
+ * owner's recorded tid (glibc writes the tid the replay gives the thread),
+ * not the exiting task's, and its robust-list walk passes it by. */
+static void mark_owner_died(const void *m) {
+    __atomic_fetch_or((int *)m, FUTEX_OWNER_DIED, __ATOMIC_SEQ_CST);
+}
+
 /* An acquire-like call. Recording: the real call, then its place in the
  * order (with the call made quiet when it may wait with a timeout).
  * Replay: first the place in the order, where the variable is free, then
@@ -772,7 +790,8 @@ static int busy(int r, int like_sem) {
             logging(0);                                                         \
         } else {                                                                \
             long logged = sync_marker(op, (const void *)(var), 0);              \
-            r = logged ? as_returned(logged, sem) : get_##name() args;          \
+            if (logged == EOWNERDEAD) mark_owner_died((const void *)(var));     \
+            r = granted(logged) ? get_##name() args : as_returned(logged, sem); \
         }                                                                       \
         leave();                                                                \
         return r;                                                               \
@@ -944,6 +963,39 @@ IMPL int impl_pthread_barrier_wait(pthread_barrier_t *b) {
     leave();
     return r;
 }
+
+/* ---------------------------------------------------------- C11 threads */
+
+/* C11's mutexes and condition variables (<threads.h>) are glibc's pthread
+ * ones (mtx_t and cnd_t share their layouts), but glibc's mtx_lock and
+ * the rest call its pthread functions directly, past the interposed
+ * symbols: each is interposed too, through the pthread wrappers above,
+ * with C11's results (glibc's thrd_err_map). */
+static int thrd_result(int err) {
+    switch (err) {
+    case 0: return thrd_success;
+    case ENOMEM: return thrd_nomem;
+    case ETIMEDOUT: return thrd_timedout;
+    case EBUSY: return thrd_busy;
+    default: return thrd_error;
+    }
+}
+
+#define C11(name, params, call)                                                 \
+    SCRUB32(name)                                                               \
+    IMPL int impl_##name(params) {                                              \
+        return thrd_result(call);                                               \
+    }
+
+C11(mtx_lock, mtx_t *m, impl_pthread_mutex_lock((pthread_mutex_t *)m))
+C11(mtx_trylock, mtx_t *m, impl_pthread_mutex_trylock((pthread_mutex_t *)m))
+C11(mtx_timedlock, P(mtx_t *m, const struct timespec *t), impl_pthread_mutex_timedlock((pthread_mutex_t *)m, t))
+C11(mtx_unlock, mtx_t *m, impl_pthread_mutex_unlock((pthread_mutex_t *)m))
+C11(cnd_signal, cnd_t *c, impl_pthread_cond_signal((pthread_cond_t *)c))
+C11(cnd_broadcast, cnd_t *c, impl_pthread_cond_broadcast((pthread_cond_t *)c))
+C11(cnd_wait, P(cnd_t *c, mtx_t *m), impl_pthread_cond_wait((pthread_cond_t *)c, (pthread_mutex_t *)m))
+C11(cnd_timedwait, P(cnd_t *c, mtx_t *m, const struct timespec *t),
+    impl_pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, t))
 
 /* ------------------------------------------------------ thread returns */
 

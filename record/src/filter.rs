@@ -33,13 +33,18 @@ pub fn recording() -> Result<BpfProgram> {
     let cond = |arg, len, op, value| SeccompCondition::new(arg, len, op, value).map_err(|e| anyhow!("{e:?}"));
     let anonymous = || cond(3, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(libc::MAP_ANONYMOUS as u64), libc::MAP_ANONYMOUS as u64);
     // Calls that would change the runtime's memory are trapped
-    // (runtime::touches_runtime): allowed below it or above it only.
+    // (runtime::touches_runtime): allowed above it, or far enough below
+    // it with a length that cannot reach it (runtime::BELOW_REACH); the
+    // tracer resumes the others that do not reach it.
     let outside = |extra: Option<SeccompCondition>| -> Result<Vec<SeccompRule>> {
-        let below = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Lt, runtime::PAGE)?;
-        let above = cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Ge, runtime::END)?;
-        [below, above]
+        let below = [
+            cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Lt, runtime::PAGE - runtime::BELOW_REACH)?,
+            cond(1, SeccompCmpArgLen::Qword, SeccompCmpOp::Le, runtime::BELOW_REACH)?,
+        ];
+        let above = [cond(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Ge, runtime::END)?];
+        [below.to_vec(), above.to_vec()]
             .into_iter()
-            .map(|c| SeccompRule::new(extra.iter().cloned().chain([c]).collect()).map_err(|e| anyhow!("{e:?}")))
+            .map(|c| SeccompRule::new(extra.iter().cloned().chain(c).collect()).map_err(|e| anyhow!("{e:?}")))
             .collect()
     };
     allow.insert(libc::SYS_mmap, outside(Some(anonymous()?))?);

@@ -26,8 +26,6 @@ use crate::Tid;
 use anyhow::{bail, Context, Result};
 use nix::unistd::Pid;
 use std::collections::{HashMap, VecDeque};
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
@@ -159,9 +157,10 @@ impl InProcess {
     /// A thread of process `parent` spawned `child` with clone `flags`
     /// (stopped before the child runs). A forked child's runtime gets a
     /// new generation, so each of its threads asks for a slot of its own
-    /// rather than write into its parent's. A thread made without a TLS
-    /// of its own (no CLONE_SETTLS) would share its creator's slot: the
-    /// process's runtime is turned off, and its calls take the ptrace path.
+    /// rather than write into its parent's. A clone sharing the memory
+    /// without a TLS of its own ([`runtime::spawn_turns_off`]) would share
+    /// its creator's slot: the process's runtime is turned off, and its
+    /// calls take the ptrace path.
     /// Errors: writing the process's memory.
     pub fn spawned(&mut self, parent: Pid, child: Pid, flags: u64, mem: &Memory) -> Result<()> {
         let Some(&control) = self.controls.get(&parent) else { return Ok(()) };
@@ -173,14 +172,15 @@ impl InProcess {
             let generation = u32::from_le_bytes(child_mem.read(at, 4)?.try_into().unwrap_or_default());
             child_mem.write(at, &generation.wrapping_add(1).to_le_bytes())?;
         } else if runtime::spawn_turns_off(flags) {
-            self.turn_off(parent, mem, "clones a thread without a TLS of its own")?;
+            self.turn_off(parent, mem, "shares its memory with a clone that has no TLS of its own")?;
         }
         Ok(())
     }
 
-    /// Whether thread `tid` is inside a timed synchronization call whose
-    /// futex waits are not logged (the runtime's `quiet` flag): a replay
-    /// grants the call its recorded outcome without waiting.
+    /// Whether thread `tid` is inside the real wait of a synchronization
+    /// call (the runtime's `quiet` flag), whose futex waits and TSC reads
+    /// are not logged: a replay grants the call its recorded outcome
+    /// without waiting.
     pub fn quiet(&self, tid: crate::Tid) -> bool {
         self.buffers.flag(tid, runtime::SLOT_QUIET)
     }
@@ -203,6 +203,13 @@ impl InProcess {
         let Some(at) = self.buffers.phase_at(tid) else { return false };
         let phase = mem.read(at, 4).is_ok_and(|b| b[..] == runtime::PHASE_BEFORE.to_le_bytes());
         phase || mem.read(pc, 16).is_ok_and(|code| runtime::at_stub_entry(&code))
+    }
+
+    /// The address of thread `tid`'s runtime `depth` (an i32 in its TLS,
+    /// above 0 inside a runtime function), once its runtime told where
+    /// its phase is ([`runtime::DEPTH_BEFORE_PHASE`]).
+    pub fn depth_at(&self, tid: crate::Tid) -> Option<u64> {
+        self.buffers.phase_at(tid).map(|at| at - runtime::DEPTH_BEFORE_PHASE)
     }
 
     /// Whether `pc`, in process `tgid`, is in the runtime's code (its page
@@ -300,35 +307,6 @@ fn runtime_code(pid: Pid) -> Vec<std::ops::Range<u64>> {
         .collect()
 }
 
-/// The environment `vars` as `NAME=value` bytes, with `preload` first in
-/// LD_PRELOAD (before what the user put there) when given.
-pub fn with_preload(vars: impl Iterator<Item = (OsString, OsString)>, preload: Option<&std::path::Path>) -> Vec<Vec<u8>> {
-    let mut env: Vec<Vec<u8>> = Vec::new();
-    let mut found = false;
-    for (k, v) in vars {
-        let mut v = v.into_vec();
-        if let (Some(p), b"LD_PRELOAD") = (preload, k.as_encoded_bytes()) {
-            found = true;
-            let mut joined = p.as_os_str().as_encoded_bytes().to_vec();
-            if !v.is_empty() {
-                joined.push(b':');
-                joined.extend(v);
-            }
-            v = joined;
-        }
-        let mut kv = k.into_vec();
-        kv.push(b'=');
-        kv.extend(v);
-        env.push(kv);
-    }
-    if let (Some(p), false) = (preload, found) {
-        let mut kv = b"LD_PRELOAD=".to_vec();
-        kv.extend(p.as_os_str().as_encoded_bytes());
-        env.push(kv);
-    }
-    env
-}
-
 /// The shared buffers, mapped in the recorder: a memfd the program's
 /// runtime opens through `/proc/<recorder>/fd/<n>`, so nothing is left
 /// behind when the recorder dies.
@@ -346,8 +324,12 @@ impl Buffers {
     /// Creates and maps the shared buffers. Errors: memfd_create, ftruncate
     /// or mmap failed.
     pub fn create() -> Result<Self> {
+        // Close-on-exec: the program would inherit it as its descriptor 3
+        // (its first open returned 4, and `prlimit --nofile=4` left no
+        // room for its libraries); its runtime opens the buffers through
+        // /proc instead.
         // SAFETY: the name is a NUL-terminated literal.
-        let fd = unsafe { libc::memfd_create(c"weft-buffers".as_ptr(), 0) };
+        let fd = unsafe { libc::memfd_create(c"weft-buffers".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error()).context("memfd_create for the in-process buffers");
         }

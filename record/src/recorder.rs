@@ -19,6 +19,7 @@ use crate::cpu::Cpu;
 use crate::inprocess::{InProcess, Pending};
 use crate::event::{self, Contents, End, Event, EventKind, Exec, FileSlice, HitState, Interrupted, MemWrite, Meta, Signal, Syscall, Tid};
 use crate::mapping::{self, Source};
+use crate::runtime_exit;
 use crate::seccomp;
 use crate::syscalls::{self, Class};
 use crate::trace::TraceWriter;
@@ -147,7 +148,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
     let cstr = |b: &[u8]| CString::new(b).context("argument contains a NUL byte");
     let inprocess = if opts.inprocess { Some(InProcess::new()?) } else { None };
     let preload = inprocess.as_ref().map(InProcess::library).transpose()?;
-    let env: Vec<Vec<u8>> = crate::inprocess::with_preload(std::env::vars_os(), preload.as_deref());
+    let env: Vec<Vec<u8>> = crate::preload::environment(std::env::vars_os(), preload.as_deref(), &opts.program);
     let launch = Launch {
         exe: cstr(opts.program.as_os_str().as_bytes())?,
         argv: opts.argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?,
@@ -708,6 +709,9 @@ impl Recorder {
             _ => regs.orig_rax,
         };
         let mut interrupted = if synchronous { None } else { Interrupted::at(call, regs.rax, writes) };
+        let asynchronous = !synchronous && interrupted.is_none();
+        let tgid = self.tgid(pid);
+        let regs = if asynchronous { self.step_into_account(pid, tgid, regs, &siginfo)? } else { regs };
         let mut label = regs.rip;
         if let (Some(x), Some(ip)) = (interrupted.as_mut(), self.inprocess.as_ref()) {
             if x.nr == libc::SYS_futex && ip.quiet(pid.as_raw()) {
@@ -726,13 +730,11 @@ impl Recorder {
         // A signal that hit the runtime after a call and before its record
         // comes after that record, which the runtime writes once the
         // handler has run.
-        let asynchronous = !synchronous && interrupted.is_none();
         // In the runtime's code, which a replay does not run the same way:
         // delivered where the runtime call ends, or, when the thread was
         // still before the call (in the function's start), where it
         // starts: at the thread's next syscall, made again after the
         // handler (label SITE_BUFFERED).
-        let tgid = self.tgid(pid);
         let in_runtime = asynchronous && self.inprocess.as_ref().is_some_and(|ip| ip.in_runtime(tgid, regs.rip));
         let state = if in_runtime { None } else { state };
         let label = match (in_runtime, self.inprocess.as_ref(), self.mems.get(&tgid)) {
@@ -747,6 +749,24 @@ impl Recorder {
         }
         self.trace.flush()?;
         resume(pid, Some(signo))
+    }
+
+    /// Moves the delivery of an asynchronous signal (its 128-byte
+    /// `siginfo`) that hit thread `pid` of process `tgid` in the runtime's
+    /// code while outside a runtime function's accounting (see
+    /// [`runtime_exit`]): the thread's registers where it now stops, which
+    /// carries the signal, with its siginfo. Errors: ptrace's.
+    fn step_into_account(&self, pid: Pid, tgid: Pid, regs: Regs, siginfo: &[u8]) -> Result<Regs> {
+        let Some(ip) = self.inprocess.as_ref().filter(|ip| ip.in_runtime(tgid, regs.rip)) else { return Ok(regs) };
+        let Some(depth_at) = ip.depth_at(pid.as_raw()) else { return Ok(regs) };
+        match runtime_exit::step_into_account(pid, tgid, &regs, depth_at, self.mem(pid)?, |pc| ip.in_runtime(tgid, pc))? {
+            Some(moved) => {
+                // The step's trap stop carries the signal from here on.
+                tracee::set_siginfo_bytes(pid, siginfo)?;
+                Ok(moved)
+            }
+            None => Ok(regs),
+        }
     }
 
     /// Thread `pid`'s state at the delivery stop of an asynchronous signal
@@ -777,8 +797,12 @@ impl Recorder {
         }
         regs.rip += len as u64;
         ptrace::setregs(pid, regs)?;
-        let aux = is_rdtscp.then_some(aux);
-        self.log(pid.as_raw(), label, EventKind::Rdtsc { tsc, aux, len })?;
+        // Inside a synchronization call's real wait (an adaptive mutex's
+        // spin reads the TSC), which a replay does not make: not logged.
+        if !self.inprocess.as_ref().is_some_and(|ip| ip.quiet(pid.as_raw())) {
+            let aux = is_rdtscp.then_some(aux);
+            self.log(pid.as_raw(), label, EventKind::Rdtsc { tsc, aux, len })?;
+        }
         resume(pid, None)
     }
 

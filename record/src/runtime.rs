@@ -56,11 +56,20 @@ pub const BUFFERED_SYSCALLS: [i64; 13] = [
 ];
 
 /// Whether syscall `nr` with arguments `args` changes the runtime's own
-/// memory (munmap, mprotect, or an anonymous mmap at an address inside
-/// it): the filter traps those, and the process's runtime is turned off.
+/// memory (munmap, mprotect, or an anonymous mmap of a range that
+/// overlaps it, wherever the range starts): the filter traps those, and
+/// the process's runtime is turned off.
 pub fn touches_runtime(nr: i64, args: &[u64; 6]) -> bool {
-    matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && (PAGE..END).contains(&args[0])
+    let (start, len) = (args[0], args[1]);
+    matches!(nr, libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mmap) && start < END && start.saturating_add(len) > PAGE
 }
+
+/// The longest range (bytes) the filter lets through unseen below the
+/// runtime's memory: a range that starts at least this far below it and
+/// is at most this long cannot reach it (the filter compares arguments,
+/// it cannot add them). 16 TiB: the executable, its heap and the
+/// mappings the kernel picks lie far from both edges.
+pub const BELOW_REACH: u64 = 1 << 44;
 
 /// Whether syscall `nr` with `args` turns a process's runtime off once
 /// the runtime said hello (the recorder logs it, then writes the
@@ -85,11 +94,16 @@ pub fn off_reason(nr: i64, args: &[u64; 6]) -> Option<&'static str> {
     }
 }
 
-/// Whether a clone with `flags` turns its process's runtime off: a
-/// thread (CLONE_THREAD) without a TLS of its own (no CLONE_SETTLS) would
-/// share its creator's buffer slot.
+/// Whether a clone with `flags` turns its process's runtime off: a clone
+/// that shares its creator's memory (CLONE_VM: a thread, or a process
+/// made with raw clone) without a TLS of its own (no CLONE_SETTLS) would
+/// share its creator's buffer slot, and the two would write one record
+/// over the other. A vfork child is not one: its parent waits for its
+/// exec or exit.
 pub fn spawn_turns_off(flags: u64) -> bool {
-    flags & libc::CLONE_THREAD as u64 != 0 && flags & libc::CLONE_SETTLS as u64 == 0
+    let has = |flag: i32| flags & flag as u64 != 0;
+    let vfork_child = has(libc::CLONE_VFORK) && !has(libc::CLONE_THREAD);
+    has(libc::CLONE_VM) && !has(libc::CLONE_SETTLS) && !vfork_child
 }
 
 /// The shared buffers' header (bytes): the global sequence counter first.
@@ -110,6 +124,9 @@ pub const SLOT_LOGGING: usize = 28;
 /// TLS, of its phase (u32), which is [`PHASE_BEFORE`] from a runtime
 /// function's entry until its first call.
 pub const SLOT_PHASE_AT: usize = 32;
+/// How many bytes before a thread's phase its `depth` (i32: above 0
+/// inside a runtime function) lies in the runtime's TLS (`struct thread`).
+pub const DEPTH_BEFORE_PHASE: u64 = 4;
 /// A thread's phase in a runtime function before its first call
 /// (`WEFT_PHASE_BEFORE`).
 pub const PHASE_BEFORE: u32 = 1;

@@ -11,7 +11,13 @@
  *             through), then make both calls: neither reaches weft
  *   clone     clone threads with unusual flags: no CLONE_SETTLS (the
  *             parent's TLS), and CLONE_VM without CLONE_THREAD (a process
- *             sharing memory) */
+ *             sharing memory)
+ *   vmprocess a CLONE_VM process (no CLONE_THREAD, no TLS of its own) that
+ *             makes buffered calls through libc while the busy thread does
+ *   unmapbelow  munmap a range that starts below the runtime's code page
+ *             and covers it (nothing is mapped there natively), once the
+ *             busy thread is done (it would fault in a call under way,
+ *             README's known limits) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -135,6 +141,35 @@ static void clones(void) {
     printf("clone without TLS: %d, CLONE_VM process: %d, exit %d\n", child_done[0], child_done[1], WEXITSTATUS(status));
 }
 
+/* 500 rounds of buffered calls, in the parent's memory and TLS. */
+static int vm_child(void *arg) {
+    (void)arg;
+    unsigned long sum = 0;
+    for (int i = 0; i < 500; i++) {
+        struct timespec ts;
+        struct stat st;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (stat(self, &st) == 0)
+            sum += (unsigned long)st.st_size;
+    }
+    return sum > 0 ? 0 : 1;
+}
+
+static void vmprocess(void) {
+    int p = clone(vm_child, stacks[1] + sizeof stacks[1], CLONE_VM | SIGCHLD, NULL);
+    int status = -1;
+    if (p > 0)
+        waitpid(p, &status, 0);
+    printf("CLONE_VM process: exit %d\n", WEXITSTATUS(status));
+}
+
+#define WEFT_PAGE 0x6fff00000000UL
+
+static void unmapbelow(void) {
+    int r = munmap((void *)(WEFT_PAGE - 65536), 65536 + 4096);
+    printf("munmap of a range that ends in the runtime's page: %d\n", r);
+}
+
 int main(int argc, char **argv) {
     self = argv[0];
     if (argc < 2)
@@ -154,11 +189,18 @@ int main(int argc, char **argv) {
         seccomp();
     else if (!strcmp(argv[1], "clone"))
         clones();
+    else if (!strcmp(argv[1], "vmprocess"))
+        vmprocess();
+    else if (!strcmp(argv[1], "unmapbelow")) {
+        pthread_join(t, NULL);
+        unmapbelow();
+    }
     else
         return 2;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    pthread_join(t, NULL);
+    if (strcmp(argv[1], "unmapbelow"))
+        pthread_join(t, NULL);
     printf("main: done\n");
     return 0;
 }

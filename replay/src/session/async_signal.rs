@@ -37,6 +37,7 @@ use nix::sys::ptrace;
 use nix::sys::wait::WaitPidFlag;
 use weft_record::wait::{waitpid, WaitStatus};
 use weft_record::runtime;
+use weft_record::syscalls::{self, Class};
 use weft_record::event::{signal_name, EventKind, Signal};
 use weft_record::tracee;
 
@@ -70,6 +71,11 @@ impl<'a> Session<'a> {
             // Sent by the program itself (kill, tgkill, executed in the
             // replay too): a thread at its delivery stop matches it as usual.
             At::Fault(f) if f == sig => return Ok(None),
+            // A call the log does not hold (a handler's rt_sigreturn) is
+            // no moment the signal came before: the search for its state
+            // goes on past it (back to back, two signals hit the same
+            // instruction with the same state).
+            At::Entry(e) if s.state.is_some() && found.is_none() && syscalls::class(e.nr) == Class::Execute => return Ok(None),
             At::Entry(e) => Some(e),
             // At the instruction the signal hit (or where its search gave up).
             At::Ready if found.is_some() => None,
@@ -115,7 +121,11 @@ impl<'a> Session<'a> {
                 self.interrupt(i, e, None)?;
                 false
             }
-            (None, None) => found == Some(true),
+            (None, None) if found == Some(true) => {
+                self.clear_resume_flag(i)?;
+                true
+            }
+            (None, None) => false,
             (Some(e), Some(_)) if matches!(at, At::Blocked(_)) => {
                 let me = self.state.threads[i].rec;
                 let observed = format!("tid {me} @{:#x}  blocked in futex wait", e.label);
@@ -175,6 +185,22 @@ impl<'a> Session<'a> {
 
     /// Brings thread `i` to the delivery stop of `s` (signal `sig`, sent by
     /// weft if `send`) and counts the event as matched.
+    /// Clears the resume flag (eflags RF) that the kernel set in thread
+    /// `i` at its breakpoint hit, so that the handler's frame does not keep
+    /// it: after the handler, the thread goes back to that instruction
+    /// with its breakpoint armed again when a second signal hit it there
+    /// (two signals back to back), and RF would let it pass unseen (Intel
+    /// SDM vol. 3, §18.3.1.1). Errors: ptrace's.
+    fn clear_resume_flag(&mut self, i: usize) -> Result<()> {
+        const RF: u64 = 1 << 16;
+        let t = &mut self.state.threads[i];
+        if t.regs.eflags & RF != 0 {
+            t.regs.eflags &= !RF;
+            ptrace::setregs(t.tid, t.regs)?;
+        }
+        Ok(())
+    }
+
     fn delivered(&mut self, i: usize, s: &Signal, sig: i32, exact: bool, send: bool) -> Result<Option<Step>> {
         self.raise(i, s, sig, send)?;
         self.disarm_hunt();
