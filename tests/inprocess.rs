@@ -107,6 +107,52 @@ fn time_stat_read_getdents_and_getrandom_replay_from_the_buffer() {
     assert!(tids.len() >= 2, "buffered events from one thread only: {tids:?}");
 }
 
+/// An AddressSanitizer build (gcc links libasan as a shared library)
+/// records and replays, with the runtime and without: ASan refused to
+/// start after weft's preloaded runtime ("ASan runtime does not come first
+/// in initial library list"), and its leak check, which stops the world
+/// with ptrace from an untraced clone, spun forever at the exit (and
+/// outlived the recording). With the runtime, the sanitized program's
+/// calls are buffered as any program's.
+#[test]
+fn an_address_sanitized_program_records_and_replays() {
+    let (file, dir) = paths_input();
+    let prog = build("cc", &["-O1", "-g", "-pthread", "-fsanitize=address"], "tests/c/inproc_paths.c", "inproc_paths-asan");
+    let argv = [prog.to_str().unwrap(), file.to_str().unwrap(), dir.to_str().unwrap()];
+    for flags in [&[][..], &["--no-inprocess"][..]] {
+        let name = format!("inproc_paths-asan{}", flags.concat());
+        let trace = trace_dir(&name);
+        let rec = record_with(&trace, flags, &argv, Stdio::null());
+        assert_eq!(rec.status.code(), Some(0), "{name}: {}", err(&rec));
+        assert!(String::from_utf8_lossy(&rec.stdout).ends_with("entries: alpha beta gamma\n"), "{name}: {}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded(&name, &rec, &rep);
+        let buffered = buffered(&dump(&trace)).len();
+        assert_eq!(buffered > 0, flags.is_empty(), "{name}: {buffered} buffered events");
+    }
+}
+
+/// What a program sees of the preloading (tests/c/preloaded.c): its first
+/// descriptor is 3, as natively (weft's buffers were inherited as 3), and
+/// a clock_gettime the user preloads (tests/c/fakeclock.c) comes before
+/// the runtime's, as it comes before libc's natively (the runtime's was
+/// first, and the program saw the real time under weft only).
+#[test]
+fn the_users_preload_comes_first_and_no_descriptor_is_taken() {
+    let lib = scratch().join("bin").join("libfakeclock.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fakeclock.c");
+    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src).status().unwrap();
+    assert!(st.success());
+    let prog = program("preloaded");
+    let trace = trace_dir("preloaded");
+    let rec = weft().arg("record").arg("-o").arg(&trace).arg("--").arg(&prog).env("LD_PRELOAD", &lib).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "first fd 3, seconds faked\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("preloaded", &rec, &rep);
+    let clock = dump(&trace).into_iter().find(|e| e["syscall"] == "clock_gettime").expect("the clock_gettime");
+    assert!(is_buffered(&clock), "the user's clock_gettime reached the runtime's: {clock}");
+}
+
 /// With `--no-inprocess` the ptrace recorder logs everything: no event is
 /// buffered, and the trace replays.
 #[test]
