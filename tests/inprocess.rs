@@ -197,6 +197,23 @@ fn a_read_blocked_on_a_pipe_falls_back_while_another_thread_buffers() {
     assert!(names.contains("clock_gettime") && names.contains("newfstatat"), "{names:?}");
 }
 
+/// Threads that share nothing but stdout, a pipe here (fully buffered:
+/// tests/c/printthreads.c): the order of their lines in the stream's
+/// buffer is the order they took its lock, which no logged call showed
+/// (0 recordings in 5 replayed, and no search of 200 replays found one).
+/// The runtime logs the stream's lock as a mutex: each recording is valid
+/// in log order and prints its lines as recorded.
+#[test]
+fn threads_printing_to_one_buffered_stream_replay_in_log_order() {
+    let prog = program("printthreads");
+    for n in 0..3 {
+        let (rec, events) = first_attempt(&format!("printthreads-{n}"), &[prog.to_str().unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&rec.stdout).lines().count(), 200, "{}", err(&rec));
+        let locks = events.iter().filter(|e| e["op"] == "MutexLock").count();
+        assert!(locks >= 200, "{locks} stream locks logged");
+    }
+}
+
 /// Mutex kinds beyond the plain one (tests/c/mutexkinds.c), each valid
 /// in log order in 3 recordings of 3, which failed every time before:
 /// a robust mutex whose owner died (EOWNERDEAD was returned without
