@@ -139,6 +139,37 @@ struct Recorder {
     exiting: HashSet<Pid>,
 }
 
+/// Reads what the trace's header needs from the program `pid`, stopped at
+/// its exec (its memory, auxv, AT_RANDOM bytes, mapped files), copies its
+/// files and writes the header with environment `env`. Returns the
+/// program's memory. Errors: /proc or ptrace refused, a copy failed.
+fn start(opts: &RecordOptions, pid: Pid, env: Vec<Vec<u8>>, trace: &mut TraceWriter) -> Result<Memory> {
+    let mem = Memory::open(pid)?;
+    let regs = ptrace::getregs(pid)?;
+    let random_addr = tracee::patch_auxv(&mem, regs.rsp)?;
+    let at_random: [u8; 16] = mem.read(random_addr, 16)?.try_into().map_err(|_| anyhow!("AT_RANDOM"))?;
+    let exe = std::fs::canonicalize(&opts.program)?;
+    let mut exec_files = vec![trace.copy_file(&exe)?];
+    for path in tracee::mapped_files(pid)? {
+        if Path::new(&path) != exe {
+            exec_files.push(trace.copy_file(Path::new(&path))?);
+        }
+    }
+    let meta = Meta {
+        argv: opts.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        env,
+        cwd: std::env::current_dir()?.into_os_string().into_vec(),
+        exec_path: opts.program.as_os_str().as_bytes().to_vec(),
+        exe: exe.into_os_string().into_vec(),
+        at_random,
+        pid: pid.as_raw(),
+        exec_files,
+        cpu: Cpu::current(),
+    };
+    trace.write_meta(&meta)?;
+    Ok(mem)
+}
+
 /// Records the program into `opts.trace_dir`. Errors when the program cannot
 /// be started or the trace cannot be written; the program's own failures
 /// are part of the recording ([`Recording::end`]). Sets the calling
@@ -172,29 +203,15 @@ pub fn record(opts: &RecordOptions) -> Result<Recording> {
     // its own disposition.
     // SAFETY: SIG_IGN runs no handler code.
     unsafe { nix::sys::signal::signal(NixSignal::SIGINT, nix::sys::signal::SigHandler::SigIgn) }?;
-    let mem = Memory::open(pid)?;
-    let regs = ptrace::getregs(pid)?;
-    let random_addr = tracee::patch_auxv(&mem, regs.rsp)?;
-    let at_random: [u8; 16] = mem.read(random_addr, 16)?.try_into().map_err(|_| anyhow!("AT_RANDOM"))?;
-    let exe = std::fs::canonicalize(&opts.program)?;
-    let mut exec_files = vec![trace.copy_file(&exe)?];
-    for path in tracee::mapped_files(pid)? {
-        if Path::new(&path) != exe {
-            exec_files.push(trace.copy_file(Path::new(&path))?);
+    // A failure before the trace has its header (too few descriptors left
+    // to open the program's memory) leaves no trace that is none.
+    let mem = match start(opts, pid, env, &mut trace) {
+        Ok(mem) => mem,
+        Err(e) => {
+            trace.discard();
+            return Err(e);
         }
-    }
-    let meta = Meta {
-        argv: opts.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        env,
-        cwd: std::env::current_dir()?.into_os_string().into_vec(),
-        exec_path: opts.program.as_os_str().as_bytes().to_vec(),
-        exe: exe.into_os_string().into_vec(),
-        at_random,
-        pid: pid.as_raw(),
-        exec_files,
-        cpu: Cpu::current(),
     };
-    trace.write_meta(&meta)?;
     let mut rec = Recorder {
         trace,
         mems: HashMap::from([(pid, mem)]),
