@@ -744,9 +744,6 @@ impl Recorder {
             (self.tgid(pid), signo),
             Delivery { tid: pid.as_raw(), pc: regs.rip, addr, regs: tracee::regs_words(&regs) },
         );
-        // A signal that hit the runtime after a call and before its record
-        // comes after that record, which the runtime writes once the
-        // handler has run.
         // In the runtime's code, which a replay does not run the same way:
         // delivered where the runtime call ends, or, when the thread was
         // still before the call (in the function's start), where it
@@ -760,6 +757,9 @@ impl Recorder {
             _ => label,
         };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
+        // A signal that hit the runtime after a call and before its record
+        // comes after that record, which the runtime writes once the
+        // handler has run.
         match self.inprocess.as_mut() {
             Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip, regs.rax as i64) => ip.defer_signal(event),
             _ => self.log(event.tid, event.label, event.kind)?,
