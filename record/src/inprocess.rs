@@ -103,6 +103,19 @@ impl InProcess {
         self.log_at(seq, event);
     }
 
+    /// Adds `event`, the exit_group of a process whose other threads are
+    /// `fellows`, to the global order. What those threads log after it
+    /// (buffered records, calls caught at stops) is dropped: they ran on
+    /// only until the exit_group took effect, which a replay, ending the
+    /// process at the exit_group, does not reproduce (xz -T2's workers
+    /// took mutexes after its main thread's exit_group, and the replay
+    /// "ended differently").
+    pub fn log_process_end(&mut self, event: Event, fellows: &[Tid]) {
+        let seq = self.buffers.next_seq();
+        self.order.cutoffs.extend(fellows.iter().map(|&t| (t, seq)));
+        self.log_at(seq, event);
+    }
+
     /// Takes a place in the global order for an event logged later
     /// ([`InProcess::log_at`]).
     pub fn reserve(&self) -> u64 {
@@ -149,6 +162,8 @@ impl InProcess {
     /// Thread `tid` is gone: its records are drained, its slot freed.
     pub fn thread_gone(&mut self, tid: crate::Tid) {
         self.buffers.release(tid, &mut self.order);
+        // A later thread may get its tid.
+        self.order.cutoffs.remove(&tid);
         for (seq, signal) in self.order.deferred.remove(&tid).unwrap_or_default() {
             self.order.push(seq, Pending::Event(signal));
         }
@@ -556,6 +571,9 @@ pub struct Order {
     /// Signals waiting for their thread's next buffered record, with the
     /// place each took at its delivery.
     deferred: HashMap<Tid, Vec<(u64, Event)>>,
+    /// Threads whose process's exit_group took this place: what they log
+    /// after it is dropped ([`InProcess::log_process_end`]).
+    cutoffs: HashMap<Tid, u64>,
 }
 
 /// What took one number of the global order.
@@ -597,6 +615,13 @@ impl Order {
     pub fn push(&mut self, seq: u64, entry: Pending) {
         if seq.saturating_sub(self.next) > MAX_AHEAD {
             eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", entry.tid(), self.next);
+            return;
+        }
+        if self.cutoffs.get(&entry.tid()).is_some_and(|&cut| seq > cut) {
+            // Its place is left empty (unless given up already).
+            if seq >= self.next {
+                self.place(seq).fill();
+            }
             return;
         }
         let signals = match &entry {
@@ -688,6 +713,18 @@ mod tests {
         assert_eq!(tids, vec![1, 2]);
         o.push(3, ev(4));
         assert_eq!(o.ready(true).len(), 1, "the end gives missing numbers up");
+    }
+
+    #[test]
+    fn what_a_process_logs_after_its_exit_group_is_dropped() {
+        let mut o = Order::default();
+        o.cutoffs.insert(2, 1);
+        o.push(0, ev(2));
+        o.push(1, ev(1));
+        o.push(2, ev(2));
+        o.push(3, ev(3));
+        let tids: Vec<Tid> = o.ready(false).iter().map(Pending::tid).collect();
+        assert_eq!(tids, vec![2, 1, 3], "thread 2's event after place 1 is dropped, and its place does not hold the rest back");
     }
 
     #[test]

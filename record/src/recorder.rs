@@ -368,10 +368,19 @@ impl Recorder {
             // replay cannot reproduce (the exit_group kills the thread).
             Class::ThreadExit if self.exiting.contains(&self.tgid(pid)) => resume(pid, None),
             class @ (Class::ThreadExit | Class::ExitGroup) => {
-                if class == Class::ExitGroup {
-                    self.exiting.insert(self.tgid(pid));
+                let syscall = EventKind::Syscall(Syscall::bare(nr, args, 0));
+                let tgid = self.tgid(pid);
+                match (class, self.inprocess.as_mut()) {
+                    (Class::ExitGroup, Some(ip)) => {
+                        let fellows: Vec<Tid> = self.tgids.iter().filter(|&(t, g)| *g == tgid && *t != pid).map(|(t, _)| t.as_raw()).collect();
+                        ip.log_process_end(Event { tid: pid.as_raw(), label, kind: syscall }, &fellows);
+                        self.write_ready(false)?;
+                    }
+                    _ => self.log(pid.as_raw(), label, syscall)?,
                 }
-                self.log_syscall(pid, label, Syscall::bare(nr, args, 0))?;
+                if class == Class::ExitGroup {
+                    self.exiting.insert(tgid);
+                }
                 self.trace.flush()?;
                 resume(pid, None)
             }
