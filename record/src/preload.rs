@@ -23,6 +23,7 @@
 
 use object::elf::{FileHeader64, DT_NEEDED};
 use object::read::elf::{Dyn, FileHeader};
+use object::read::{ReadCache, ReadRef};
 use object::Endianness;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -85,20 +86,22 @@ fn join(mut a: Vec<u8>, sep: &[u8], b: Vec<u8>) -> Vec<u8> {
 /// `exe` that are sanitizer runtimes checking that they come first
 /// ([`FIRST_RUNTIMES`]); ld.so finds a preloaded name without a slash as
 /// it finds a needed one. Empty for a file that is not a dynamic ELF
-/// executable (a script, a static program) or cannot be read.
-pub fn sanitizers_needed(exe: &Path) -> Vec<Vec<u8>> {
-    let Ok(data) = std::fs::read(exe) else { return Vec::new() };
-    needed(&data).unwrap_or_default().into_iter().filter(|name| FIRST_RUNTIMES.iter().any(|r| name.starts_with(r))).collect()
+/// executable (a script, a static program) or cannot be read. Reads the
+/// headers and the dynamic section only, not the whole file.
+fn sanitizers_needed(exe: &Path) -> Vec<Vec<u8>> {
+    let Ok(file) = std::fs::File::open(exe) else { return Vec::new() };
+    let names = needed(&ReadCache::new(file)).unwrap_or_default();
+    names.into_iter().filter(|name| FIRST_RUNTIMES.iter().any(|r| name.starts_with(r))).collect()
 }
 
 /// The `DT_NEEDED` names of the 64-bit ELF file `data`.
-fn needed(data: &[u8]) -> object::read::Result<Vec<Vec<u8>>> {
+fn needed<'d, R: ReadRef<'d>>(data: R) -> object::read::Result<Vec<Vec<u8>>> {
     let header = FileHeader64::<Endianness>::parse(data)?;
     let endian = header.endian()?;
     let sections = header.sections(endian, data)?;
     let Some((dynamic, link)) = sections.dynamic(endian, data)? else { return Ok(Vec::new()) };
     let strings = sections.strings(endian, data, link)?;
-    let names = dynamic.iter().filter(|d| d.d_tag(endian) == u64::from(DT_NEEDED)).filter_map(|d| d.string(endian, strings).ok());
+    let names = dynamic.iter().filter(|d| d.d_tag(endian) == u64::from(DT_NEEDED)).filter_map(|d| strings.get(u32::try_from(d.d_val(endian)).ok()?).ok());
     Ok(names.map(<[u8]>::to_vec).collect())
 }
 
@@ -132,7 +135,7 @@ mod tests {
     #[test]
     fn an_executable_needing_no_sanitizer_needs_none_first() {
         let me = std::env::current_exe().unwrap();
-        assert!(needed(&std::fs::read(&me).unwrap()).unwrap().iter().any(|n| n.starts_with(b"libc.so")));
+        assert!(needed(&std::fs::read(&me).unwrap()[..]).unwrap().iter().any(|n| n.starts_with(b"libc.so")));
         assert!(sanitizers_needed(&me).is_empty());
         assert!(sanitizers_needed(Path::new("/nonexistent")).is_empty());
     }

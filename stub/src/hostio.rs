@@ -149,7 +149,7 @@ impl HostIoOpen for ReplayTarget<'_, '_> {
             return Err(HostIoError::Errno(HostIoErrno::EROFS));
         }
         let file = File::open(translate(self.session(), filename)).map_err(errno)?;
-        let files = self.files();
+        let files = &mut self.files;
         files.next += 1;
         files.open.insert(files.next, file);
         Ok(files.next)
@@ -158,13 +158,13 @@ impl HostIoOpen for ReplayTarget<'_, '_> {
 
 impl HostIoClose for ReplayTarget<'_, '_> {
     fn close(&mut self, fd: u32) -> HostIoResult<(), Self> {
-        self.files().open.remove(&fd).map(drop).ok_or(HostIoError::Errno(HostIoErrno::EBADF))
+        self.files.open.remove(&fd).map(drop).ok_or(HostIoError::Errno(HostIoErrno::EBADF))
     }
 }
 
 impl HostIoPread for ReplayTarget<'_, '_> {
     fn pread(&mut self, fd: u32, count: usize, offset: u64, buf: &mut [u8]) -> HostIoResult<usize, Self> {
-        let file = self.files().file(fd).map_err(HostIoError::Errno)?;
+        let file = self.files.file(fd).map_err(HostIoError::Errno)?;
         let n = count.min(buf.len());
         file.read_at(&mut buf[..n], offset).map_err(errno)
     }
@@ -172,7 +172,7 @@ impl HostIoPread for ReplayTarget<'_, '_> {
 
 impl HostIoFstat for ReplayTarget<'_, '_> {
     fn fstat(&mut self, fd: u32) -> HostIoResult<HostIoStat, Self> {
-        let md = self.files().file(fd).map_err(HostIoError::Errno)?.metadata().map_err(errno)?;
+        let md = self.files.file(fd).map_err(HostIoError::Errno)?.metadata().map_err(errno)?;
         // The protocol's fields are 32 bits wide but for the sizes.
         let narrow = |v: u64| v as u32;
         Ok(HostIoStat {

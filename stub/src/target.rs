@@ -104,11 +104,6 @@ impl<'s, 'a> ReplayTarget<'s, 'a> {
         self.session
     }
 
-    /// The client's open files ([`crate::hostio`]).
-    pub(crate) fn files(&mut self) -> &mut HostFiles {
-        &mut self.files
-    }
-
     /// The failure the replay is known to meet (no valid schedule was
     /// found), which weft tells a client that connects, on stderr (the
     /// protocol has no greeting).

@@ -37,7 +37,6 @@ use nix::sys::ptrace;
 use nix::sys::wait::WaitPidFlag;
 use weft_record::wait::{waitpid, WaitStatus};
 use weft_record::runtime;
-use weft_record::syscalls::{self, Class};
 use weft_record::event::{signal_name, EventKind, Signal};
 use weft_record::tracee;
 
@@ -71,11 +70,6 @@ impl<'a> Session<'a> {
             // Sent by the program itself (kill, tgkill, executed in the
             // replay too): a thread at its delivery stop matches it as usual.
             At::Fault(f) if f == sig => return Ok(None),
-            // A call the log does not hold (a handler's rt_sigreturn) is
-            // no moment the signal came before: the search for its state
-            // goes on past it (back to back, two signals hit the same
-            // instruction with the same state).
-            At::Entry(e) if s.state.is_some() && found.is_none() && syscalls::class(e.nr) == Class::Execute => return Ok(None),
             At::Entry(e) => Some(e),
             // At the instruction the signal hit (or where its search gave up).
             At::Ready if found.is_some() => None,
