@@ -235,6 +235,39 @@ fn threads_printing_to_one_buffered_stream_replay_in_log_order() {
     assert_eq!(events.iter().filter(|e| e["op"] == "MutexLock").count(), 0, "a single thread's prints are not ordered");
 }
 
+/// Threads that share one stream (tests/c/readthreads.c) take its lock in
+/// the log's order: readers get the same lines in the replay with each
+/// line call (fgets and fread also in their _FORTIFY_SOURCE forms), and
+/// writers that lock the stream themselves (flockfile, ftrylockfile)
+/// write their records in the same order. Before, 4 recordings of 4 of
+/// three fgets readers gave the lines to other threads in the replay, and
+/// a replay of the lockfile writers stopped in a deadlock.
+#[test]
+fn threads_sharing_one_stream_take_its_lock_in_log_order() {
+    let input = scratch().join("readthreads-input.txt");
+    let numbers: String = (1..=20_000).map(|i| format!("{i:7}\n")).collect();
+    std::fs::write(&input, numbers).unwrap();
+    let plain = program("readthreads");
+    let fortified = build("cc", &["-O1", "-g", "-pthread", "-D_FORTIFY_SOURCE=2"], "tests/c/readthreads.c", "readthreads-fortified");
+    let runs = [(&plain, "fgets"), (&fortified, "fgets"), (&plain, "getline"), (&fortified, "fread"), (&plain, "scanf"), (&plain, "lockfile")];
+    for (n, (prog, mode)) in runs.into_iter().enumerate() {
+        let name = format!("readthreads-{mode}-{n}");
+        let trace = trace_dir(&name);
+        let rec = record(&trace, &[prog.to_str().unwrap(), mode], Stdio::from(std::fs::File::open(&input).unwrap()));
+        assert_eq!(rec.status.code(), Some(0), "record {name}: {}", err(&rec));
+        assert_replays_as_recorded(&name, &rec, &replay(&trace, &["--no-explore"]));
+        let out = String::from_utf8_lossy(&rec.stdout);
+        if mode == "lockfile" {
+            assert_eq!(out.lines().filter(|l| l.starts_with("writer ")).count(), 900, "{out}");
+        } else {
+            let counted: u64 = out.lines().filter_map(|l| l.split(' ').nth(2)?.parse::<u64>().ok()).sum();
+            assert_eq!(counted, 20_000, "{mode}: {out}");
+        }
+        let locks = dump(&trace).iter().filter(|e| e["op"] == "MutexLock").count();
+        assert!(locks >= 900, "{mode}: {locks} stream locks logged");
+    }
+}
+
 /// Mutex kinds beyond the plain one (tests/c/mutexkinds.c), each valid
 /// in log order in 3 recordings of 3, which failed every time before:
 /// a robust mutex whose owner died (EOWNERDEAD was returned without

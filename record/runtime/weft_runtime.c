@@ -44,6 +44,7 @@
 #include <threads.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define ALIGN8(n) (((n) + 7UL) & ~7UL)
@@ -973,29 +974,39 @@ IMPL int impl_pthread_barrier_wait(pthread_barrier_t *b) {
  * that print to one stream fill its buffer in the order they took it, and
  * a stream to a pipe or a file is written out in one write much later, so
  * no logged call shows that order (4 threads printing lines to a pipe:
- * 0 recordings of 5 replayed, and no search found one). The output calls
- * take the lock themselves first (flockfile, which glibc's own locking
- * then finds held by the thread: the lock is recursive) and log it as a
- * mutex at the FILE's address, which a replay grants in order. Not while
- * the process has one thread (glibc's __libc_single_threaded, false from
- * its first pthread_create on, in a replay as in the recording): there
- * the order is the program's, and a line-printing tool would log two
- * records a line (200,000 lines replayed in 10 s instead of 0.2 s). */
+ * 0 recordings of 5 replayed, and no search found one). Reading is the
+ * same: threads that share an input stream take the lines its buffer
+ * holds in the order they took its lock, with no logged call between
+ * (3 threads reading stdin with fgets: 4 recordings of 4 gave each its
+ * lines in another order in the replay). The stream calls take the lock
+ * themselves first (flockfile, which glibc's own locking then finds held
+ * by the thread: the lock is recursive) and log it as a mutex at the
+ * FILE's address, which a replay grants in order. Not while the process
+ * has one thread (glibc's __libc_single_threaded, false from its first
+ * pthread_create on, in a replay as in the recording): there the order
+ * is the program's, and a line-printing tool would log two records a line
+ * (200,000 lines replayed in 10 s instead of 0.2 s). */
+DECLARE_REAL(void, flockfile, FILE *)
+DECLARE_REAL(void, funlockfile, FILE *)
+/* ftrylockfile(3), which a program may call too, returns 0 or EBUSY like
+ * a mutex trylock. */
+ACQUIRE(int, ftrylockfile, WEFT_SYNC_MUTEX_TRYLOCK, f, 0, FILE *f, (f))
+
 static int stdio_lock(FILE *f) {
     if (!f || __libc_single_threaded || !enter()) {
         return 0;
     }
     if (mode == WEFT_MODE_RECORD) {
         quiet(1);
-        if (ftrylockfile(f)) {
+        if (get_ftrylockfile()(f)) {
             sync_record(WEFT_SYNC_LOCK_WAIT, f, WEFT_SYNC_MUTEX_LOCK);
-            flockfile(f);
+            get_flockfile()(f);
         }
         quiet(0);
         sync_record(WEFT_SYNC_MUTEX_LOCK, f, 0);
     } else {
         sync_marker(WEFT_SYNC_MUTEX_LOCK, f, 0);
-        flockfile(f);
+        get_flockfile()(f);
     }
     return 1;
 }
@@ -1005,14 +1016,14 @@ static void stdio_unlock(FILE *f, int held) {
         return;
     }
     if (mode == WEFT_MODE_RECORD) sync_record(WEFT_SYNC_MUTEX_UNLOCK, f, 0);
-    funlockfile(f);
+    get_funlockfile()(f);
     if (mode == WEFT_MODE_REPLAY) sync_marker(WEFT_SYNC_MUTEX_UNLOCK, f, 0);
     leave();
 }
 
-/* An output call on stream `file`, made with the stream's lock taken in
- * the log's order. The variadic ones (printf, fprintf and their _chk
- * forms) are in weft_stdio.c: they call the v-forms here. */
+/* A call on stream `file`, made with the stream's lock taken in the log's
+ * order. The variadic ones (printf, scanf and their kin) are in
+ * weft_stdio.c: they call the v-forms here. */
 #define STDIO(ret, scrub, name, params, file, args)                             \
     DECLARE_REAL(ret, name, params)                                             \
     scrub(name)                                                                 \
@@ -1036,6 +1047,51 @@ STDIO(int, SCRUB32, putc, P(int c, FILE *f), f, (c, f))
 STDIO(int, SCRUB32, putchar, int c, stdout, (c))
 STDIO(size_t, SCRUB64, fwrite, P(const void *p, size_t size, size_t n, FILE *f), f, (p, size, n, f))
 STDIO(int, SCRUB32, fflush, FILE *f, f, (f))
+STDIO(int, SCRUB32, vfwprintf, P(FILE *f, const wchar_t *fmt, va_list ap), f, (f, fmt, ap))
+STDIO(int, SCRUB32, vwprintf, P(const wchar_t *fmt, va_list ap), stdout, (fmt, ap))
+STDIO(int, SCRUB32, fputws, P(const wchar_t *s, FILE *f), f, (s, f))
+STDIO(wint_t, SCRUB32, fputwc, P(wchar_t c, FILE *f), f, (c, f))
+STDIO(wint_t, SCRUB32, putwc, P(wchar_t c, FILE *f), f, (c, f))
+STDIO(wint_t, SCRUB32, putwchar, wchar_t c, stdout, (c))
+/* Input by lines, blocks and conversions (gcc's _FORTIFY_SOURCE makes
+ * fgets and fread the _chk forms). Reads of single characters (getc and
+ * its kin, which C++'s synchronized cin makes) are not ordered: a thread
+ * that reads a large input alone would log two records a character. */
+STDIO(char *, SCRUB64, fgets, P(char *s, int n, FILE *f), f, (s, n, f))
+STDIO(char *, SCRUB64, __fgets_chk, P(char *s, size_t size, int n, FILE *f), f, (s, size, n, f))
+STDIO(wchar_t *, SCRUB64, fgetws, P(wchar_t *s, int n, FILE *f), f, (s, n, f))
+STDIO(size_t, SCRUB64, fread, P(void *p, size_t size, size_t n, FILE *f), f, (p, size, n, f))
+STDIO(size_t, SCRUB64, __fread_chk, P(void *p, size_t len, size_t size, size_t n, FILE *f), f, (p, len, size, n, f))
+STDIO(ssize_t, SCRUB64, getline, P(char **line, size_t *n, FILE *f), f, (line, n, f))
+STDIO(ssize_t, SCRUB64, getdelim, P(char **line, size_t *n, int delim, FILE *f), f, (line, n, delim, f))
+STDIO(ssize_t, SCRUB64, __getdelim, P(char **line, size_t *n, int delim, FILE *f), f, (line, n, delim, f))
+STDIO(int, SCRUB32, vfscanf, P(FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
+STDIO(int, SCRUB32, vscanf, P(const char *fmt, va_list ap), stdin, (fmt, ap))
+STDIO(int, SCRUB32, __isoc99_vfscanf, P(FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
+STDIO(int, SCRUB32, __isoc99_vscanf, P(const char *fmt, va_list ap), stdin, (fmt, ap))
+
+/* flockfile(3) and its kin: a program that locks a stream itself (to
+ * write or read a line in several calls, or with the _unlocked calls)
+ * takes the same lock, in the log's order too. */
+SCRUB64(flockfile)
+IMPL void impl_flockfile(FILE *f) {
+    (void)get_ftrylockfile();
+    if (stdio_lock(f)) {
+        leave();
+    } else {
+        get_flockfile()(f);
+    }
+}
+
+SCRUB64(funlockfile)
+IMPL void impl_funlockfile(FILE *f) {
+    (void)get_funlockfile();
+    if (__libc_single_threaded || !enter()) {
+        get_funlockfile()(f);
+        return;
+    }
+    stdio_unlock(f, 1);
+}
 
 /* ---------------------------------------------------------- C11 threads */
 
