@@ -268,6 +268,22 @@ fn threads_sharing_one_stream_take_its_lock_in_log_order() {
     }
 }
 
+/// A child forked while another thread prints (tests/c/forkprint.c)
+/// writes out the stdout buffer it inherited: the standard streams are
+/// locked around the fork in the log's order, so the child's copy holds
+/// the same lines in the replay. Before, 5 recordings of 5 failed in log
+/// order (the copy was taken in the middle of the thread's printf, which
+/// the log placed before or after the fork).
+#[test]
+fn a_child_forked_while_a_thread_prints_inherits_the_same_buffer() {
+    let prog = program("forkprint");
+    for n in 0..3 {
+        let (rec, _) = first_attempt(&format!("forkprint-{n}"), &[prog.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert_eq!(out.matches("child ").count(), 5, "{}", err(&rec));
+    }
+}
+
 /// Mutex kinds beyond the plain one (tests/c/mutexkinds.c), each valid
 /// in log order in 3 recordings of 3, which failed every time before:
 /// a robust mutex whose owner died (EOWNERDEAD was returned without

@@ -1093,6 +1093,32 @@ IMPL void impl_funlockfile(FILE *f) {
     stdio_unlock(f, 1);
 }
 
+/* fork(2) in a process with threads copies memory while the other threads
+ * run: a thread in the middle of a call on a stream leaves its buffer
+ * half-written in the child, which writes it out (exit() flushes the
+ * streams), and the log places the fork only where the recorder saw it,
+ * after the copy (6 recordings of 6 of a printing thread beside forking
+ * children failed in log order). The standard streams are locked around
+ * the fork, in the log's order, so that no other thread is inside a call
+ * on them when the copy is taken; glibc resets every stream's lock in the
+ * child (its fork's fresetlockfiles). */
+DECLARE_REAL(pid_t, fork, void)
+SCRUB32(fork)
+IMPL pid_t impl_fork(void) {
+    (void)get_fork();
+    int out = stdio_lock(stdout);
+    int err = stdio_lock(stderr);
+    pid_t pid = get_fork()();
+    if (pid == 0) {
+        /* The locks are reset here, and released in the parent. */
+        self.depth -= out + err;
+    } else {
+        stdio_unlock(stderr, err);
+        stdio_unlock(stdout, out);
+    }
+    return pid;
+}
+
 /* ---------------------------------------------------------- C11 threads */
 
 /* C11's mutexes and condition variables (<threads.h>) are glibc's pthread
