@@ -108,6 +108,9 @@ struct thread {
      * came before it, and a replay delivers it where the call starts,
      * not where the thread's previous call ended. The stubs write it. */
     volatile unsigned int phase;
+    /* The depth a stream call (stdio_lock) runs the real call at, or 0:
+     * its refills are buffered there too (weft_stdio_read). */
+    int stdio;
 };
 _Static_assert(__builtin_offsetof(struct thread, phase) == 12, "SET_PHASE's offset");
 _Static_assert(__builtin_offsetof(struct thread, depth) == 8, "DEPTH_BEFORE_PHASE (runtime.rs)");
@@ -156,6 +159,8 @@ static int map_code_page(void) {
  * buffers (the descriptor is closed at once: none is left for the program
  * to close or dup2 over). Without weft the CTL call fails with ENOSYS and
  * the runtime stays off. */
+static void patch_stdio_read(void);
+
 __attribute__((constructor)) static void weft_start(void) {
     if (map_code_page() != 0) {
         return;
@@ -181,6 +186,7 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
+        patch_stdio_read();
         return;
     }
     if (m != WEFT_MODE_RECORD) {
@@ -197,6 +203,7 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     shared = (unsigned char *)p;
     mode = m;
+    patch_stdio_read();
 }
 
 /* ----------------------------------------------------------- the slots */
@@ -609,11 +616,9 @@ static int ready(int fd) {
 }
 
 DECLARE_REAL(ssize_t, read, int, void *, size_t)
-SCRUB64(read)
-IMPL ssize_t impl_read(int fd, void *buf, size_t n) {
-    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
-        return get_read()(fd, buf, n);
-    }
+
+/* A read, buffered when it returns at once; the runtime is entered. */
+static ssize_t read_entered(int fd, void *buf, size_t n) {
     if (!ready(fd)) {
         leave();
         return get_read()(fd, buf, n);
@@ -622,6 +627,65 @@ IMPL ssize_t impl_read(int fd, void *buf, size_t n) {
     long r = buffered(SYS_read, a, NULL, out_result_bytes);
     leave();
     return with_errno(r);
+}
+
+SCRUB64(read)
+IMPL ssize_t impl_read(int fd, void *buf, size_t n) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter()) {
+        return get_read()(fd, buf, n);
+    }
+    return read_entered(fd, buf, n);
+}
+
+/* Where stdio's reads go (patch_stdio_read): a stream's refill, made
+ * inside a stream call the runtime took the lock for (at the depth it
+ * noted), is buffered too; a signal handler's read made in between runs
+ * at that depth as well, in the recording and the replay alike. */
+SCRUB64(weft_stdio_read)
+IMPL ssize_t impl_weft_stdio_read(int fd, void *buf, size_t n) {
+    int nested = self.depth && self.depth == self.stdio && mode && !control.disabled;
+    if (n > WEFT_MAX_BUFFERED_READ || !(nested ? (self.depth++, 1) : enter())) {
+        return get_read()(fd, buf, n);
+    }
+    return read_entered(fd, buf, n);
+}
+ssize_t weft_stdio_read(int fd, void *buf, size_t n);
+
+/* glibc's stdio reads a file through _IO_file_read, which ends in a jump to
+ * its own read, inside libc, past the interposed symbol: every refill of a
+ * stream's buffer was a ptrace stop (a program reading 34 MB with fgets
+ * recorded twelve times slower than native). The jump's target is moved to
+ * weft_stdio_read, in the recording and the replay alike (the same code
+ * must run in both), when the jump is found where glibc puts it (a `jmp
+ * rel32` to read in the function's first bytes) and the runtime is within
+ * its reach. */
+static void patch_stdio_read(void) {
+    unsigned char *f = dlsym(RTLD_NEXT, "_IO_file_read");
+    unsigned long target = (unsigned long)get_read();
+    if (!f || !target) {
+        return;
+    }
+    for (int i = 0; i < 32; i++) {
+        unsigned char *next = f + i + 5;
+        int rel;
+        copy_bytes(&rel, f + i + 1, 4);
+        if (f[i] != 0xe9 || (unsigned long)next + (long)rel != target) {
+            continue;
+        }
+        long moved = (long)weft_stdio_read - (long)next;
+        if (moved != (int)moved) {
+            return;
+        }
+        unsigned long page = (unsigned long)(f + i) & ~4095UL;
+        unsigned long len = (unsigned long)next - page > 4096 ? 8192 : 4096;
+        if (PRIVATE(SYS_mprotect, page, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) != 0) {
+            return;
+        }
+        rel = (int)moved;
+        copy_bytes(f + i + 1, &rel, 4);
+        PRIVATE(SYS_mprotect, page, len, PROT_READ | PROT_EXEC, 0, 0, 0);
+        return;
+    }
 }
 
 DECLARE_REAL(ssize_t, pread64, int, void *, size_t, off_t)
@@ -1008,6 +1072,7 @@ static int stdio_lock(FILE *f) {
         sync_marker(WEFT_SYNC_MUTEX_LOCK, f, 0);
         get_flockfile()(f);
     }
+    self.stdio = self.depth;
     return 1;
 }
 
@@ -1018,6 +1083,7 @@ static void stdio_unlock(FILE *f, int held) {
     if (mode == WEFT_MODE_RECORD) sync_record(WEFT_SYNC_MUTEX_UNLOCK, f, 0);
     get_funlockfile()(f);
     if (mode == WEFT_MODE_REPLAY) sync_marker(WEFT_SYNC_MUTEX_UNLOCK, f, 0);
+    self.stdio = 0;
     leave();
 }
 
@@ -1077,6 +1143,7 @@ SCRUB64(flockfile)
 IMPL void impl_flockfile(FILE *f) {
     (void)get_ftrylockfile();
     if (stdio_lock(f)) {
+        self.stdio = 0;
         leave();
     } else {
         get_flockfile()(f);
@@ -1106,15 +1173,16 @@ DECLARE_REAL(pid_t, fork, void)
 SCRUB32(fork)
 IMPL pid_t impl_fork(void) {
     (void)get_fork();
-    int out = stdio_lock(stdout);
-    int err = stdio_lock(stderr);
+    if (__libc_single_threaded) {
+        return get_fork()();
+    }
+    impl_flockfile(stdout);
+    impl_flockfile(stderr);
     pid_t pid = get_fork()();
-    if (pid == 0) {
-        /* The locks are reset here, and released in the parent. */
-        self.depth -= out + err;
-    } else {
-        stdio_unlock(stderr, err);
-        stdio_unlock(stdout, out);
+    /* The child's are reset. */
+    if (pid != 0) {
+        impl_funlockfile(stderr);
+        impl_funlockfile(stdout);
     }
     return pid;
 }
