@@ -235,6 +235,32 @@ fn threads_printing_to_one_buffered_stream_replay_in_log_order() {
     assert_eq!(events.iter().filter(|e| e["op"] == "MutexLock").count(), 0, "a single thread's prints are not ordered");
 }
 
+/// A file copied through stdio (tests/c/stdiocopy.c): glibc refills and
+/// flushes the streams' buffers with its own read and write, inside libc,
+/// which the runtime redirects to its own: each refill and each flush is
+/// a buffered event, not a ptrace stop, and the replay prints the same
+/// bytes. Before, every 4 KiB of input or output stopped the program.
+#[test]
+fn stdio_refills_and_flushes_are_buffered() {
+    let input = scratch().join("stdiocopy-input.txt");
+    let text: String = (0..20_000).map(|i| format!("line {i} of the copied file\n")).collect();
+    std::fs::write(&input, &text).unwrap();
+    let prog = program("stdiocopy");
+    let (rec, events) = first_attempt("stdiocopy", &[prog.to_str().unwrap(), input.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), format!("{text}copied 20000 lines\n"));
+    // (The loader reads the libraries' headers through descriptor 3
+    // too, before the runtime is loaded: 832 bytes at a time.)
+    let count = |name: &str, fd: u64, buffered: bool| {
+        let stream = |e: &&Value| e["args"][0] == fd && e["args"][2].as_u64().is_some_and(|n| n >= 4096);
+        events.iter().filter(|e| e["syscall"] == name && stream(e) && is_buffered(e) == buffered).count()
+    };
+    let blocks = text.len() / 4096;
+    assert!(count("read", 3, true) >= blocks && count("read", 3, false) == 0, "reads {} buffered, {} stopped", count("read", 3, true), count("read", 3, false));
+    // A write to a full pipe (this test reads it as the program runs),
+    // or of more than PIPE_BUF bytes, takes the ptrace path: it may block.
+    assert!(count("write", 1, true) >= blocks / 2, "writes {} buffered, {} stopped", count("write", 1, true), count("write", 1, false));
+}
+
 /// Threads that share one stream (tests/c/readthreads.c) take its lock in
 /// the log's order: readers get the same lines in the replay with each
 /// line call (fgets and fread also in their _FORTIFY_SOURCE forms), and

@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <malloc.h>
 #include <poll.h>
@@ -159,7 +160,7 @@ static int map_code_page(void) {
  * buffers (the descriptor is closed at once: none is left for the program
  * to close or dup2 over). Without weft the CTL call fails with ENOSYS and
  * the runtime stays off. */
-static void patch_stdio_read(void);
+static void patch_stdio(void);
 
 __attribute__((constructor)) static void weft_start(void) {
     if (map_code_page() != 0) {
@@ -186,7 +187,7 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
-        patch_stdio_read();
+        patch_stdio();
         return;
     }
     if (m != WEFT_MODE_RECORD) {
@@ -203,7 +204,7 @@ __attribute__((constructor)) static void weft_start(void) {
     }
     shared = (unsigned char *)p;
     mode = m;
-    patch_stdio_read();
+    patch_stdio();
 }
 
 /* ----------------------------------------------------------- the slots */
@@ -637,42 +638,123 @@ IMPL ssize_t impl_read(int fd, void *buf, size_t n) {
     return read_entered(fd, buf, n);
 }
 
-/* Where stdio's reads go (patch_stdio_read): a stream's refill, made
- * inside a stream call the runtime took the lock for (at the depth it
- * noted), is buffered too; a signal handler's read made in between runs
- * at that depth as well, in the recording and the replay alike. */
+/* enter(), or the runtime entered once more from inside a stream call
+ * the runtime took the lock for (at the depth it noted): that call's
+ * refills and flushes are buffered too. A signal handler's call made in
+ * between runs at that depth as well, in the recording and the replay
+ * alike. */
+static int enter_stream_call(void) {
+    if (self.depth && self.depth == self.stdio && mode && !control.disabled) {
+        self.depth++;
+        return 1;
+    }
+    return enter();
+}
+
+/* Where stdio's reads go (patch_stdio). */
 SCRUB64(weft_stdio_read)
 IMPL ssize_t impl_weft_stdio_read(int fd, void *buf, size_t n) {
-    int nested = self.depth && self.depth == self.stdio && mode && !control.disabled;
-    if (n > WEFT_MAX_BUFFERED_READ || !(nested ? (self.depth++, 1) : enter())) {
+    if (n > WEFT_MAX_BUFFERED_READ || !enter_stream_call()) {
         return get_read()(fd, buf, n);
     }
     return read_entered(fd, buf, n);
 }
 ssize_t weft_stdio_read(int fd, void *buf, size_t n);
 
-/* glibc's stdio reads a file through _IO_file_read, which ends in a jump to
- * its own read, inside libc, past the interposed symbol: every refill of a
- * stream's buffer was a ptrace stop (a program reading 34 MB with fgets
- * recorded twelve times slower than native). The jump's target is moved to
- * weft_stdio_read, in the recording and the replay alike (the same code
- * must run in both), when the jump is found where glibc puts it (a `jmp
- * rel32` to read in the function's first bytes) and the runtime is within
- * its reach. */
-static void patch_stdio_read(void) {
-    unsigned char *f = dlsym(RTLD_NEXT, "_IO_file_read");
-    unsigned long target = (unsigned long)get_read();
-    if (!f || !target) {
+/* Output. A write that returns at once is made at the BUFFERED site and
+ * logged with the bytes it wrote (the trace keeps them; a replay checks the
+ * bytes its program writes against them, as for a write logged at a ptrace
+ * stop, and prints them): at most PIPE_BUF bytes, to a descriptor a
+ * zero-timeout poll finds writable (a pipe then takes them whole; a
+ * regular file always does). A write takes its place in the order under
+ * one of the write locks every recorded process shares (by descriptor
+ * number), so that the log holds the writes to one file in the order they
+ * reached it, from threads and forked children alike (a child that
+ * flushes the stdout buffer it inherited while its parent prints: 1
+ * recording in 2 replayed the two writes in the other order). A lock
+ * held too long (its holder stopped, or killed) is passed by: the write
+ * is made all the same, and the replay, which takes no lock, makes it at
+ * the same place; only the order of the bytes in the file may then
+ * differ from the log's. Not in a replay, whose threads
+ * the replayer stops at their calls: a lock held there would stop the
+ * others. */
+#define WRITE_LOCK_SPINS 100000
+
+static volatile unsigned int *write_lock(int fd) {
+    return (volatile unsigned int *)(shared + WEFT_WRITE_LOCKS_AT) + (unsigned)fd % WEFT_WRITE_LOCKS;
+}
+
+static int take_write_lock(volatile unsigned int *lock) {
+    for (int i = 0; i < WRITE_LOCK_SPINS; i++) {
+        if (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE)) {
+            return 1;
+        }
+        __builtin_ia32_pause();
+    }
+    return 0;
+}
+
+static int writable(int fd, size_t n) {
+    if (n > PIPE_BUF) {
+        return 0;
+    }
+    struct pollfd p = {fd, POLLOUT, 0};
+    long a[6] = {(long)&p, 1, 0, 0, 0, 0};
+    long r = buffered(SYS_poll, a, NULL, out_pollfds);
+    return r == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) == POLLOUT;
+}
+
+DECLARE_REAL(ssize_t, write, int, const void *, size_t)
+
+/* A write, buffered when it returns at once; the runtime is entered. */
+static ssize_t write_entered(int fd, const void *buf, size_t n) {
+    if (!writable(fd, n)) {
+        leave();
+        return get_write()(fd, buf, n);
+    }
+    int locked = mode == WEFT_MODE_RECORD && take_write_lock(write_lock(fd));
+    long a[6] = {fd, (long)buf, (long)n, 0, 0, 0};
+    long r = buffered(SYS_write, a, NULL, out_result_bytes);
+    if (locked) {
+        __atomic_store_n(write_lock(fd), 0, __ATOMIC_RELEASE);
+    }
+    leave();
+    return with_errno(r);
+}
+
+SCRUB64(write)
+IMPL ssize_t impl_write(int fd, const void *buf, size_t n) {
+    if (!enter()) {
+        return get_write()(fd, buf, n);
+    }
+    return write_entered(fd, buf, n);
+}
+
+/* Where stdio's writes go (patch_stdio), as weft_stdio_read. */
+SCRUB64(weft_stdio_write)
+IMPL ssize_t impl_weft_stdio_write(int fd, const void *buf, size_t n) {
+    if (!enter_stream_call()) {
+        return get_write()(fd, buf, n);
+    }
+    return write_entered(fd, buf, n);
+}
+
+/* Moves the target of the `jmp` or `call` (opcode `op`, rel32) to `from`
+ * among the first bytes of libc function `name` to `to`, when it is found
+ * there and `to` is within its reach. */
+static void redirect(const char *name, unsigned char op, unsigned long from, void *to) {
+    unsigned char *f = dlsym(RTLD_NEXT, name);
+    if (!f || !from) {
         return;
     }
-    for (int i = 0; i < 32; i++) {
+    for (int i = 0; i < 64; i++) {
         unsigned char *next = f + i + 5;
         int rel;
         copy_bytes(&rel, f + i + 1, 4);
-        if (f[i] != 0xe9 || (unsigned long)next + (long)rel != target) {
+        if (f[i] != op || (unsigned long)next + (long)rel != from) {
             continue;
         }
-        long moved = (long)weft_stdio_read - (long)next;
+        long moved = (long)to - (long)next;
         if (moved != (int)moved) {
             return;
         }
@@ -686,6 +768,21 @@ static void patch_stdio_read(void) {
         PRIVATE(SYS_mprotect, page, len, PROT_READ | PROT_EXEC, 0, 0, 0);
         return;
     }
+}
+
+ssize_t weft_stdio_write(int fd, const void *buf, size_t n);
+
+/* glibc's stdio reads and writes a file through _IO_file_read (which ends
+ * in a jump to its own read) and _IO_file_write (which calls its own
+ * write), inside libc, past the interposed symbols: every refill or flush
+ * of a stream's buffer was a ptrace stop (a program reading 34 MB with
+ * fgets recorded twelve times slower than native). Their targets are moved
+ * to the runtime's, in the recording and the replay alike (the same code
+ * must run in both), where glibc 2.36 puts them: a `jmp` or `call` rel32
+ * to read or write in the function's first bytes. */
+static void patch_stdio(void) {
+    redirect("_IO_file_read", 0xe9, (unsigned long)get_read(), (void *)weft_stdio_read);
+    redirect("_IO_file_write", 0xe8, (unsigned long)get_write(), (void *)weft_stdio_write);
 }
 
 DECLARE_REAL(ssize_t, pread64, int, void *, size_t, off_t)

@@ -25,7 +25,8 @@
 #define WEFT_SITE_BUFFERED (WEFT_PAGE + 0x10)
 #define WEFT_SITE_CTL (WEFT_PAGE + 0x20)
 
-/* The shared buffers: a header page (the global sequence counter) then
+/* The shared buffers: a header page (the global sequence counter, the
+ * write locks) then
  * WEFT_SLOTS per-thread slots of WEFT_SLOT_SIZE bytes, in a file the
  * recorder creates and maps too. */
 #define WEFT_SHARED 0x6fff00010000UL
@@ -33,6 +34,11 @@
 #define WEFT_SLOT_SIZE (256UL << 10)
 #define WEFT_SLOTS 512UL
 #define WEFT_SHARED_SIZE (WEFT_HEADER_SIZE + WEFT_SLOTS * WEFT_SLOT_SIZE)
+/* In the header, after the counter: WEFT_WRITE_LOCKS u32 locks the
+ * runtimes of every recorded process take around a buffered write (by
+ * descriptor number), from byte WEFT_WRITE_LOCKS_AT. */
+#define WEFT_WRITE_LOCKS_AT 64UL
+#define WEFT_WRITE_LOCKS 64
 /* Slot header: tid (i32) at 0, head (u64, bytes committed, written by the
  * thread) at 8, tail (u64, bytes consumed, written by the recorder) at 16,
  * quiet (u32: the thread's futex waits are not logged) at 24, logging

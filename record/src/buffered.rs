@@ -114,6 +114,7 @@ fn check(bytes: &[u8]) -> Option<(u64, usize)> {
         for (addr, len) in syscalls::out_buffers(h.nr, &h.args, h.result, &mut |_| None) {
             within(h.chunks(), addr, len)?;
         }
+        output_hash(&h)?;
     }
     Some((h.seq, size))
 }
@@ -143,6 +144,7 @@ impl BufferedRecord {
                 let mut s = Syscall::bare(h.nr, h.args, h.result);
                 s.path = h.path.map(<[u8]>::to_vec);
                 s.writes = writes(&s, h.chunks())?;
+                s.output_hash = output_hash(&h)?;
                 EventKind::Syscall(s)
             }
         };
@@ -155,6 +157,21 @@ impl BufferedRecord {
 fn writes(s: &Syscall, chunks: &[(u64, &[u8])]) -> Option<Vec<MemWrite>> {
     let ranges = syscalls::out_buffers(s.nr, &s.args, s.result, &mut |_| None);
     ranges.into_iter().map(|(addr, len)| Some(MemWrite { addr, data: Contents::Bytes(within(chunks, addr, len)?.to_vec()) })).collect()
+}
+
+/// For an output syscall (write), the xxh3-64 of the bytes it wrote, cut
+/// from its chunks, as the ptrace recorder hashes them
+/// ([`crate::tracee::Memory::hash_ranges`]); `Some(None)` for any other
+/// call, and `None` when a range is not among the chunks.
+fn output_hash(h: &Header<'_>) -> Option<Option<u64>> {
+    if syscalls::class(h.nr) != syscalls::Class::Output {
+        return Some(None);
+    }
+    let mut hash = xxhash_rust::xxh3::Xxh3::new();
+    for (addr, len) in syscalls::output_ranges(h.nr, &h.args, h.result, &mut |_| None) {
+        hash.update(within(h.chunks(), addr, len)?);
+    }
+    Some(Some(hash.digest()))
 }
 
 /// The `len` bytes at `addr`, cut from the chunk that holds them all;

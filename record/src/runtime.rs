@@ -39,7 +39,7 @@ pub const END: u64 = SHARED + SHARED_SIZE as u64;
 
 /// The syscalls the runtime makes and logs itself (its `buffered()`
 /// callers in weft_runtime.c): a record of any other number is malformed.
-pub const BUFFERED_SYSCALLS: [i64; 13] = [
+pub const BUFFERED_SYSCALLS: [i64; 14] = [
     libc::SYS_clock_gettime,
     libc::SYS_gettimeofday,
     libc::SYS_time,
@@ -53,6 +53,7 @@ pub const BUFFERED_SYSCALLS: [i64; 13] = [
     libc::SYS_getrandom,
     libc::SYS_openat,
     libc::SYS_close,
+    libc::SYS_write,
 ];
 
 /// Whether syscall `nr` with arguments `args` changes the runtime's own
@@ -189,9 +190,10 @@ mod tests {
     use super::*;
 
     /// Every call the runtime buffers is one a replay answers from the log
-    /// (the class the ptrace recorder logs it under too).
+    /// (the class the ptrace recorder logs it under too): an input, or
+    /// write, whose bytes a replay checks and prints.
     #[test]
-    fn buffered_calls_are_inputs() {
+    fn buffered_calls_are_inputs_or_write() {
         use crate::syscalls::{class, name, Class};
         let buffered = [
             libc::SYS_openat, libc::SYS_close, libc::SYS_newfstatat, libc::SYS_fstat, libc::SYS_statx, libc::SYS_read,
@@ -201,6 +203,8 @@ mod tests {
         for nr in buffered {
             assert_eq!(class(nr), Class::Input, "{}", name(nr));
         }
+        assert_eq!(class(libc::SYS_write), Class::Output);
+        assert_eq!(BUFFERED_SYSCALLS.len(), buffered.len() + 1);
     }
 
     /// The header's layout, as the C compiler sees it.
