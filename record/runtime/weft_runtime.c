@@ -41,6 +41,7 @@
 #include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/time.h>
 #include <threads.h>
 #include <time.h>
@@ -184,6 +185,15 @@ __attribute__((constructor)) static void weft_start(void) {
          * buffers came from the heap too, and xz ran 10% slower. */
         mallopt(M_MMAP_THRESHOLD, 8 << 20);
         mallopt(M_TRIM_THRESHOLD, 16 << 20);
+        /* glibc computes its limit on arenas when a thread needs a ninth,
+         * without a lock, and reads /sys/devices/system/cpu/online to do
+         * it: which threads read it depends on how many held an arena at
+         * that moment (12 threads that malloc at once: 1 recording in 6
+         * failed in log order, and no search helped). The same limit,
+         * set here (8 arenas a core on x86-64, malloc/arena.c), spares
+         * the race. */
+        int cores = get_nprocs();
+        mallopt(M_ARENA_MAX, 8 * (cores >= 1 ? cores : 2));
     }
     if (m == WEFT_MODE_REPLAY) {
         mode = m;
