@@ -671,23 +671,29 @@ IMPL ssize_t impl_weft_stdio_read(int fd, void *buf, size_t n) {
 }
 ssize_t weft_stdio_read(int fd, void *buf, size_t n);
 
-/* Output. A write that returns at once is made at the BUFFERED site and
- * logged with the bytes it wrote (the trace keeps them; a replay checks the
- * bytes its program writes against them, as for a write logged at a ptrace
- * stop, and prints them): at most PIPE_BUF bytes, to a descriptor a
- * zero-timeout poll finds writable (a pipe then takes them whole; a
- * regular file always does). A write takes its place in the order under
- * one of the write locks every recorded process shares (by descriptor
- * number), so that the log holds the writes to one file in the order they
- * reached it, from threads and forked children alike (a child that
- * flushes the stdout buffer it inherited while its parent prints: 1
- * recording in 2 replayed the two writes in the other order). A lock
- * held too long (its holder stopped, or killed) is passed by: the write
- * is made all the same, and the replay, which takes no lock, makes it at
- * the same place; only the order of the bytes in the file may then
- * differ from the log's. Not in a replay, whose threads
- * the replayer stops at their calls: a lock held there would stop the
- * others. */
+/* Output. In a process with one thread (glibc's __libc_single_threaded,
+ * the same in the replay), a write that returns at once is made at the
+ * BUFFERED site and logged with the bytes it wrote (the trace keeps them;
+ * a replay checks the bytes its program writes against them, as for a
+ * write logged at a ptrace stop, and prints them): at most PIPE_BUF
+ * bytes, to a descriptor a zero-timeout poll finds writable (a pipe then
+ * takes them whole; a regular file always does). Such a write takes its
+ * place in the order under one of the write locks every recorded process
+ * shares (by descriptor number), so that the log holds the writes of
+ * several processes to one file in the order they reached it (a child
+ * that flushes the stdout buffer it inherited while its parent prints).
+ * A lock held too long (its holder stopped, or killed) is passed by: the
+ * write is made all the same, and the replay, which takes no lock, makes
+ * it at the same place; only the order of the bytes in the file may then
+ * differ from the log's. Not in a replay, whose threads the replayer
+ * stops at their calls: a lock held there would stop the others.
+ * A process with threads writes through the ptrace path, where the
+ * recorder holds a second write to a descriptor until the first one
+ * returned: spinning on a lock whose holder the scheduler took off its
+ * core let writes pass each other under load (2 threads printing to a
+ * pipe beside the test suite: the replay printed their lines in another
+ * order, 1 recording in 30). It takes the write lock only when it is
+ * free, for the single-threaded processes' writes to wait for. */
 #define WRITE_LOCK_SPINS 100000
 
 static volatile unsigned int *write_lock(int fd) {
@@ -716,17 +722,38 @@ static int writable(int fd, size_t n) {
 
 DECLARE_REAL(ssize_t, write, int, const void *, size_t)
 
-/* A write, buffered when it returns at once; the runtime is entered. */
-static ssize_t write_entered(int fd, const void *buf, size_t n) {
-    if (!writable(fd, n)) {
-        leave();
+static void release_write_lock(void *lock) {
+    __atomic_store_n((volatile unsigned int *)lock, 0, __ATOMIC_RELEASE);
+}
+
+/* A write through the ptrace path, under write lock `lock` when it was
+ * free (taken, or NULL): the recorder logs the call when it returns, in
+ * the lock's order. The lock goes with a cancellation in the call. */
+static ssize_t write_traced(volatile unsigned int *lock, int fd, const void *buf, size_t n) {
+    if (!lock) {
         return get_write()(fd, buf, n);
     }
-    int locked = mode == WEFT_MODE_RECORD && take_write_lock(write_lock(fd));
+    ssize_t r;
+    pthread_cleanup_push(release_write_lock, (void *)lock);
+    r = get_write()(fd, buf, n);
+    pthread_cleanup_pop(1);
+    return r;
+}
+
+/* A write, buffered when it returns at once; the runtime is entered. */
+static ssize_t write_entered(int fd, const void *buf, size_t n) {
+    int record = mode == WEFT_MODE_RECORD;
+    volatile unsigned int *lock = record ? write_lock(fd) : NULL;
+    if (!__libc_single_threaded || !writable(fd, n)) {
+        leave();
+        int free = lock && !__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE);
+        return write_traced(free ? lock : NULL, fd, buf, n);
+    }
+    int locked = lock && take_write_lock(lock);
     long a[6] = {fd, (long)buf, (long)n, 0, 0, 0};
     long r = buffered(SYS_write, a, NULL, out_result_bytes);
     if (locked) {
-        __atomic_store_n(write_lock(fd), 0, __ATOMIC_RELEASE);
+        release_write_lock((void *)lock);
     }
     leave();
     return with_errno(r);

@@ -71,11 +71,28 @@ pub struct Recording {
 }
 
 /// A syscall seen at entry, waiting for its exit.
+/// The file an output syscall writes: its device and inode, or, when
+/// /proc cannot say, its process and descriptor.
+type Written = (u64, u64);
+
+/// The file thread `pid` of process `tgid` writes through descriptor
+/// `fd` (the inode behind /proc/PID/fd/FD: a pipe's, a terminal's, a
+/// regular file's).
+fn written(pid: Pid, tgid: Pid, fd: u64) -> Written {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) {
+        Ok(m) => (m.dev(), m.ino()),
+        Err(_) => (1 << 63 | tgid.as_raw() as u64, fd),
+    }
+}
+
 struct Entry {
     nr: i64,
     args: [u64; 6],
     label: u64,
     path: Option<Vec<u8>>,
+    /// For an output syscall, the file it writes ([`written`]).
+    output: Option<Written>,
     /// Its place in the global order, when taken at entry: a signal sent
     /// to the tree comes before its delivery, which another thread's stop
     /// may report first.
@@ -109,13 +126,14 @@ struct Recorder {
     early: HashSet<Pid>,
     /// The last delivery of each signal, by process and signal number.
     deliveries: HashMap<(Pid, i32), Delivery>,
-    /// Output syscalls in flight, by process and fd: at most one per fd,
-    /// so that the log orders writes to one file as the kernel performed
-    /// them. Keyed by process too, since fds are per process and a reader
-    /// at the other end of a pipe may be the writer's own parent.
-    writing: HashMap<(Pid, u64), Pid>,
-    /// Output syscalls held at entry until their fd is free, oldest first.
-    held: Vec<((Pid, u64), Pid)>,
+    /// Output syscalls in flight, by the file they write ([`written`]): at
+    /// most one per file, so that the log orders writes to one file as the
+    /// kernel performed them, from the threads of one process and from
+    /// several processes alike (a child that flushes the stdout buffer it
+    /// inherited while its parent prints).
+    writing: HashMap<Written, Pid>,
+    /// Output syscalls held at entry until their file is free, oldest first.
+    held: Vec<(Written, Pid)>,
     warned: HashSet<i64>,
     /// Set-ID programs already warned about ([`Recorder::warn_setid`]).
     warned_paths: HashSet<PathBuf>,
@@ -394,14 +412,14 @@ impl Recorder {
                 if !off && syscalls::may_block(nr, &args) {
                     self.log_wait(pid, nr, label)?;
                 }
-                self.threads.insert(pid, Some(Entry { nr, args, label, path, seq }));
-                if class == Class::Output {
-                    let fd = (self.tgid(pid), args[0]);
-                    if self.writing.contains_key(&fd) {
-                        self.held.push((fd, pid));
+                let output = (class == Class::Output).then(|| written(pid, self.tgid(pid), args[0]));
+                self.threads.insert(pid, Some(Entry { nr, args, label, path, seq, output }));
+                if let Some(file) = output {
+                    if self.writing.contains_key(&file) {
+                        self.held.push((file, pid));
                         return Ok(());
                     }
-                    self.writing.insert(fd, pid);
+                    self.writing.insert(file, pid);
                 }
                 ptrace::syscall(pid, None).or_else(ignore_esrch)
             }
@@ -421,13 +439,12 @@ impl Recorder {
         Ok(seq)
     }
 
-    /// An output syscall on `fd` (of a process) finished: let the next
-    /// held one go.
-    fn release_fd(&mut self, fd: (Pid, u64)) -> Result<()> {
-        self.writing.remove(&fd);
-        if let Some(k) = self.held.iter().position(|&(f, _)| f == fd) {
+    /// An output syscall to `file` finished: let the next held one go.
+    fn release_file(&mut self, file: Written) -> Result<()> {
+        self.writing.remove(&file);
+        if let Some(k) = self.held.iter().position(|&(f, _)| f == file) {
             let (_, pid) = self.held.remove(k);
-            self.writing.insert(fd, pid);
+            self.writing.insert(file, pid);
             ptrace::syscall(pid, None).or_else(ignore_esrch)?;
         }
         Ok(())
@@ -437,8 +454,8 @@ impl Recorder {
         let Some(entry) = self.threads.get_mut(&pid).and_then(Option::take) else {
             return resume(pid, None);
         };
-        if syscalls::class(entry.nr) == Class::Output {
-            self.release_fd((self.tgid(pid), entry.args[0]))?;
+        if let Some(file) = entry.output {
+            self.release_file(file)?;
         }
         let Ok(regs) = ptrace::getregs(pid) else { return Ok(()) };
         let result = regs.rax as i64;
