@@ -70,7 +70,6 @@ pub struct Recording {
     pub events: u64,
 }
 
-/// A syscall seen at entry, waiting for its exit.
 /// The file an output syscall writes: its device and inode, or, when
 /// /proc cannot say, its process and descriptor.
 type Written = (u64, u64);
@@ -86,6 +85,7 @@ fn written(pid: Pid, tgid: Pid, fd: u64) -> Written {
     }
 }
 
+/// A syscall seen at entry, waiting for its exit.
 struct Entry {
     nr: i64,
     args: [u64; 6],

@@ -107,7 +107,9 @@ pub fn spawn_turns_off(flags: u64) -> bool {
     has(libc::CLONE_VM) && !has(libc::CLONE_SETTLS) && !vfork_child
 }
 
-/// The shared buffers' header (bytes): the global sequence counter first.
+/// The shared buffers' header (bytes): the global sequence counter first,
+/// then the runtimes' write locks (`WEFT_WRITE_LOCKS_AT` in
+/// weft_runtime.h), which the recorder leaves alone.
 pub const HEADER_SIZE: usize = 4096;
 /// One thread's slot (bytes).
 pub const SLOT_SIZE: usize = 256 << 10;
@@ -224,6 +226,10 @@ mod tests {
         assert_eq!(define("WEFT_RT_VERSION"), VERSION.to_string());
         assert_eq!(define("WEFT_PHASE_BEFORE"), PHASE_BEFORE.to_string());
         assert!(h.contains("#define WEFT_SLOT_SIZE (256UL << 10)") && SLOT_SIZE == 256 << 10);
+        // The write locks (u32 each) lie past the counter, inside the header.
+        let locks_at: usize = define("WEFT_WRITE_LOCKS_AT").parse().unwrap();
+        let locks: usize = define("WEFT_WRITE_LOCKS").parse().unwrap();
+        assert!(locks_at >= 8 && locks_at + 4 * locks <= HEADER_SIZE);
         assert!(LIBRARY.starts_with(b"\x7fELF"));
     }
 
