@@ -261,6 +261,19 @@ fn stdio_refills_and_flushes_are_buffered() {
     assert!(count("write", 1, true) >= blocks / 2, "writes {} buffered, {} stopped", count("write", 1, true), count("write", 1, false));
 }
 
+/// `find` lists a directory through readdir(3), whose getdents64 glibc
+/// makes inside libc, past the interposed symbol: the runtime redirects
+/// it to its own, so each is a buffered event (before, each was a ptrace
+/// stop), and the replay lists the same names.
+#[test]
+fn readdir_is_buffered() {
+    let (_, dir) = paths_input();
+    let (rec, events) = first_attempt("readdir-find", &["find", dir.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&rec.stdout).lines().count(), 4, "{}", String::from_utf8_lossy(&rec.stdout));
+    let getdents: Vec<_> = events.iter().filter(|e| e["syscall"] == "getdents64").collect();
+    assert!(!getdents.is_empty() && getdents.iter().all(|e| is_buffered(e)), "{getdents:?}");
+}
+
 /// Threads that share one stream (tests/c/readthreads.c) take its lock in
 /// the log's order: readers get the same lines in the replay with each
 /// line call (fgets and fread also in their _FORTIFY_SOURCE forms), and

@@ -777,14 +777,15 @@ IMPL ssize_t impl_weft_stdio_write(int fd, const void *buf, size_t n) {
 }
 
 /* Moves the target of the `jmp` or `call` (opcode `op`, rel32) to `from`
- * among the first bytes of libc function `name` to `to`, when it is found
- * there and `to` is within its reach. */
+ * among the first 160 bytes of libc function `name` to `to`, when it is
+ * found there (the five bytes, the opcode and that exact target) and `to`
+ * is within its reach. */
 static void redirect(const char *name, unsigned char op, unsigned long from, void *to) {
     unsigned char *f = dlsym(RTLD_NEXT, name);
     if (!f || !from) {
         return;
     }
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < 160; i++) {
         unsigned char *next = f + i + 5;
         int rel;
         copy_bytes(&rel, f + i + 1, 4);
@@ -808,19 +809,7 @@ static void redirect(const char *name, unsigned char op, unsigned long from, voi
 }
 
 ssize_t weft_stdio_write(int fd, const void *buf, size_t n);
-
-/* glibc's stdio reads and writes a file through _IO_file_read (which ends
- * in a jump to its own read) and _IO_file_write (which calls its own
- * write), inside libc, past the interposed symbols: every refill or flush
- * of a stream's buffer was a ptrace stop (a program reading 34 MB with
- * fgets recorded twelve times slower than native). Their targets are moved
- * to the runtime's, in the recording and the replay alike (the same code
- * must run in both), where glibc 2.36 puts them: a `jmp` or `call` rel32
- * to read or write in the function's first bytes. */
-static void patch_stdio(void) {
-    redirect("_IO_file_read", 0xe9, (unsigned long)get_read(), (void *)weft_stdio_read);
-    redirect("_IO_file_write", 0xe8, (unsigned long)get_write(), (void *)weft_stdio_write);
-}
+ssize_t getdents64(int fd, void *buf, size_t n);
 
 DECLARE_REAL(ssize_t, pread64, int, void *, size_t, off_t)
 SCRUB64(pread64)
@@ -848,6 +837,23 @@ IMPL ssize_t impl_getdents64(int fd, void *buf, size_t n) {
     long r = buffered(SYS_getdents64, a, NULL, out_result_bytes);
     leave();
     return with_errno(r);
+}
+
+/* glibc's stdio reads and writes a file through _IO_file_read (which ends
+ * in a jump to its own read) and _IO_file_write (which calls its own
+ * write), inside libc, past the interposed symbols: every refill or flush
+ * of a stream's buffer was a ptrace stop (a program reading 34 MB with
+ * fgets recorded twelve times slower than native). Their targets are moved
+ * to the runtime's, in the recording and the replay alike (the same code
+ * must run in both), where glibc 2.36 puts them: a `jmp` or `call` rel32
+ * to read or write in the function's first bytes. */
+static void patch_stdio(void) {
+    redirect("_IO_file_read", 0xe9, (unsigned long)get_read(), (void *)weft_stdio_read);
+    redirect("_IO_file_write", 0xe8, (unsigned long)get_write(), (void *)weft_stdio_write);
+    /* readdir(3) reads a directory the same way, with getdents64 (every
+     * 32 KiB of entries was a ptrace stop in find or ls -R). */
+    redirect("readdir64", 0xe8, (unsigned long)get_getdents64(), (void *)getdents64);
+    redirect("readdir64_r", 0xe8, (unsigned long)get_getdents64(), (void *)getdents64);
 }
 
 DECLARE_REAL(ssize_t, getrandom, void *, size_t, unsigned int)
