@@ -10,39 +10,26 @@
 #include <stdio.h>
 #include <wchar.h>
 
+/* A macro argument that holds commas. */
+#define P(...) __VA_ARGS__
+
+/* Exported variadic function `name(params, ...)`, whose last named
+ * parameter is `last`: it calls `vcall(vargs, ap)`. */
+#define VARIADIC(name, params, last, vcall, vargs)                              \
+    __attribute__((visibility("default"))) int name(params, ...) {              \
+        va_list ap;                                                             \
+        va_start(ap, last);                                                     \
+        int r = vcall(vargs, ap);                                               \
+        va_end(ap);                                                             \
+        return r;                                                               \
+    }
+
 int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
 
-__attribute__((visibility("default"))) int printf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vfprintf(stdout, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int fprintf(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vfprintf(f, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int __printf_chk(int flag, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = __vfprintf_chk(stdout, flag, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int __fprintf_chk(FILE *f, int flag, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = __vfprintf_chk(f, flag, fmt, ap);
-    va_end(ap);
-    return r;
-}
+VARIADIC(printf, const char *fmt, fmt, vfprintf, P(stdout, fmt))
+VARIADIC(fprintf, P(FILE *f, const char *fmt), fmt, vfprintf, P(f, fmt))
+VARIADIC(__printf_chk, P(int flag, const char *fmt), fmt, __vfprintf_chk, P(stdout, flag, fmt))
+VARIADIC(__fprintf_chk, P(FILE *f, int flag, const char *fmt), fmt, __vfprintf_chk, P(f, flag, fmt))
 
 /* The conversions' variadic forms: glibc's headers name them
  * __isoc99_scanf and __isoc99_fscanf (C99's %a), and scanf and fscanf
@@ -50,54 +37,14 @@ __attribute__((visibility("default"))) int __fprintf_chk(FILE *f, int flag, cons
  * names, so these take theirs by asm labels. */
 int __isoc99_vfscanf(FILE *f, const char *fmt, va_list ap);
 int gnu_vfscanf(FILE *f, const char *fmt, va_list ap) __asm__("vfscanf");
+int gnu_scanf(const char *fmt, ...) __asm__("scanf");
+int gnu_fscanf(FILE *f, const char *fmt, ...) __asm__("fscanf");
 
-__attribute__((visibility("default"))) int gnu_scanf(const char *fmt, ...) __asm__("scanf");
-int gnu_scanf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = gnu_vfscanf(stdin, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int gnu_fscanf(FILE *f, const char *fmt, ...) __asm__("fscanf");
-int gnu_fscanf(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = gnu_vfscanf(f, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int __isoc99_scanf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = __isoc99_vfscanf(stdin, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int __isoc99_fscanf(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = __isoc99_vfscanf(f, fmt, ap);
-    va_end(ap);
-    return r;
-}
+VARIADIC(gnu_scanf, const char *fmt, fmt, gnu_vfscanf, P(stdin, fmt))
+VARIADIC(gnu_fscanf, P(FILE *f, const char *fmt), fmt, gnu_vfscanf, P(f, fmt))
+VARIADIC(__isoc99_scanf, const char *fmt, fmt, __isoc99_vfscanf, P(stdin, fmt))
+VARIADIC(__isoc99_fscanf, P(FILE *f, const char *fmt), fmt, __isoc99_vfscanf, P(f, fmt))
 
 /* The wide-character output calls. */
-__attribute__((visibility("default"))) int wprintf(const wchar_t *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vfwprintf(stdout, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-__attribute__((visibility("default"))) int fwprintf(FILE *f, const wchar_t *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vfwprintf(f, fmt, ap);
-    va_end(ap);
-    return r;
-}
+VARIADIC(wprintf, const wchar_t *fmt, fmt, vfwprintf, P(stdout, fmt))
+VARIADIC(fwprintf, P(FILE *f, const wchar_t *fmt), fmt, vfwprintf, P(f, fmt))
