@@ -90,7 +90,8 @@ fn first_attempt(name: &str, argv: &[&str]) -> (Output, Vec<Value>) {
 }
 
 /// Each call of inproc_paths goes through the buffer, in both threads, and
-/// the replay prints the recorded times and random bytes.
+/// the replay prints the recorded times, random bytes and ids (its hash
+/// mixes in gettid and getpid, which differ in the replaying process).
 #[test]
 fn time_stat_read_getdents_and_getrandom_replay_from_the_buffer() {
     let (file, dir) = paths_input();
@@ -100,7 +101,7 @@ fn time_stat_read_getdents_and_getrandom_replay_from_the_buffer() {
     assert!(out.ends_with("entries: alpha beta gamma\n") && out.matches(" failures 0\n").count() == 2, "{out}");
     let buffered = buffered(&events);
     let names = syscall_names(buffered.iter().copied());
-    for call in ["clock_gettime", "gettimeofday", "time", "newfstatat", "fstat", "statx", "read", "pread64", "getdents64", "getrandom"] {
+    for call in ["clock_gettime", "gettimeofday", "time", "newfstatat", "fstat", "statx", "read", "pread64", "getdents64", "getrandom", "gettid", "getpid"] {
         assert!(names.contains(call), "no buffered {call}: {names:?}");
     }
     let tids: std::collections::BTreeSet<_> = buffered.iter().map(|e| e["tid"].as_u64()).collect();
@@ -559,16 +560,18 @@ fn producers_on_a_channel_replay_in_log_order() {
 /// Four identical threads start and each takes the first task left off a
 /// queue behind a Rust `Mutex`, whose uncontended lock the log does not
 /// see (tests/rust/poolstart.rs); the first task computes before its
-/// read, so the log holds the other tasks' reads first. The replay runs
-/// a thread that made the same calls as the log's next thread, and made
-/// them first, before it: it took its task first. Without that, 6
-/// recordings of 6 failed in log order (a younger thread took task 0);
-/// with it, 5 of 6 on an idle machine (9 of 15 beside other replays): a
-/// thread's first calls (ptrace stops, logged in the order the recorder
-/// took them) may come after a younger one's and its pop still first.
-/// Up to five recordings, until one replays valid in log order. (The
-/// search found the one of 6 in 260 replays; without the rule, one of 3
-/// searches found nothing in 1,000: it is not asked for here.)
+/// read, so the log holds the other tasks' reads first. Two things put
+/// the threads' pops in order: each thread's last call before its pop,
+/// Rust's `gettid` as the thread starts, is buffered, so the log holds
+/// these calls in the order the threads made them (at ptrace stops, it
+/// held them in the order the recorder took the stops: CI failed 5
+/// recordings of 5); and the replay runs a thread that made the same
+/// calls as the log's next thread, and made them first, before it: it
+/// took its task first. With both, 12 recordings of 12 replayed valid in
+/// log order on an idle machine, 10 of 12 beside two busy loops (a thread
+/// taken off its core between its `gettid` and its pop lets a younger
+/// one pop first). Up to five recordings, until one replays valid in log
+/// order.
 #[test]
 fn pool_threads_take_their_tasks_in_log_order() {
     let prog = rust_program("poolstart");

@@ -2,10 +2,10 @@
  * library `weft record` injects with LD_PRELOAD.
  *
  * It logs, inside the program and without a ptrace stop, the syscalls a
- * program makes most (the time calls, the stat
- * family, open and close, reads that cannot block, getdents64, getrandom,
- * zero-timeout polls) and the order in which threads acquire each synchronization
- * variable (seed 003 §3.2: pthread mutexes, rwlocks, condition variables,
+ * program makes most (the time calls, the stat family, open and close,
+ * reads that cannot block, getdents64, getrandom, gettid and getpid,
+ * zero-timeout polls) and the order in which threads acquire each
+ * synchronization variable (seed 003 §3.2: pthread mutexes, rwlocks, condition variables,
  * semaphores, barriers, spinlocks, and futex calls made through syscall(3),
  * as Rust's std makes them). Each record takes its place in the trace from
  * one shared atomic counter, which the recorder also draws from for the
@@ -885,6 +885,34 @@ IMPL int impl_poll(struct pollfd *fds, nfds_t n, int timeout) {
 static int out_none(long r, const long a[6], struct chunk *out) {
     (void)r, (void)a, (void)out;
     return 0;
+}
+
+/* Thread and process ids: a logger asks for them on every line, and a
+ * new thread (Rust's std, as it starts) asks for its own right before
+ * taking work, so the log's order of these calls is the order in which
+ * the threads went on, not the order in which the recorder took stops. */
+DECLARE_REAL(pid_t, gettid, void)
+SCRUB32(gettid)
+IMPL pid_t impl_gettid(void) {
+    if (!enter()) {
+        return get_gettid()();
+    }
+    long a[6] = {0};
+    long r = buffered(SYS_gettid, a, NULL, out_none);
+    leave();
+    return (pid_t)r;
+}
+
+DECLARE_REAL(pid_t, getpid, void)
+SCRUB32(getpid)
+IMPL pid_t impl_getpid(void) {
+    if (!enter()) {
+        return get_getpid()();
+    }
+    long a[6] = {0};
+    long r = buffered(SYS_getpid, a, NULL, out_none);
+    leave();
+    return (pid_t)r;
 }
 
 /* openat's mode argument exists only with O_CREAT or O_TMPFILE (open(2)). */

@@ -39,7 +39,7 @@ pub const END: u64 = SHARED + SHARED_SIZE as u64;
 
 /// The syscalls the runtime makes and logs itself (its `buffered()`
 /// callers in weft_runtime.c): a record of any other number is malformed.
-pub const BUFFERED_SYSCALLS: [i64; 14] = [
+pub const BUFFERED_SYSCALLS: [i64; 16] = [
     libc::SYS_clock_gettime,
     libc::SYS_gettimeofday,
     libc::SYS_time,
@@ -54,6 +54,8 @@ pub const BUFFERED_SYSCALLS: [i64; 14] = [
     libc::SYS_openat,
     libc::SYS_close,
     libc::SYS_write,
+    libc::SYS_gettid,
+    libc::SYS_getpid,
 ];
 
 /// Whether syscall `nr` with arguments `args` changes the runtime's own
@@ -200,7 +202,7 @@ mod tests {
         let buffered = [
             libc::SYS_openat, libc::SYS_close, libc::SYS_newfstatat, libc::SYS_fstat, libc::SYS_statx, libc::SYS_read,
             libc::SYS_pread64, libc::SYS_getdents64, libc::SYS_getrandom, libc::SYS_poll, libc::SYS_clock_gettime,
-            libc::SYS_gettimeofday, libc::SYS_time,
+            libc::SYS_gettimeofday, libc::SYS_time, libc::SYS_gettid, libc::SYS_getpid,
         ];
         for nr in buffered {
             assert_eq!(class(nr), Class::Input, "{}", name(nr));

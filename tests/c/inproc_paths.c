@@ -2,10 +2,11 @@
  * directly from C in two threads (ROUNDS rounds each, default 200):
  * clock_gettime, gettimeofday, time, stat, lstat, fstat, fstatat, statx,
  * read and pread of the regular file FILE, glibc's getdents64 on the
- * directory DIR, and getrandom. Each thread prints an FNV-1a hash of all
- * it got back, plus its first time and random bytes: a replay that made
- * these calls for real instead of taking them from the log would print
- * other times and other random bytes. DIR's entries are printed sorted.
+ * directory DIR, getrandom, gettid and getpid. Each thread prints an
+ * FNV-1a hash of all it got back, plus its first time and random bytes: a
+ * replay that made these calls for real instead of taking them from the
+ * log would print other times, random bytes and ids. DIR's entries are
+ * printed sorted.
  * Usage: inproc_paths FILE DIR [ROUNDS] */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -140,6 +141,8 @@ static void *worker(void *arg) {
         if (i == 0)
             memcpy(r->random, random, sizeof random);
         mix(r, random, sizeof random);
+        pid_t ids[2] = {gettid(), getpid()};
+        mix(r, ids, sizeof ids);
     }
     return NULL;
 }
