@@ -1,5 +1,6 @@
 //! Spins, priority-inheritance locks and hangs: a thread that spins on
-//! sched_yield lets the thread it waits for run; a replay that cannot
+//! sched_yield lets the thread it waits for run, and so do threads that
+//! hand a turn through memory alone; a replay that cannot
 //! progress ends with a livelock diagnosis within `--livelock-timeout`;
 //! PI mutexes replay; and a deadlocked program killed while recording
 //! replays to that end and says where each thread was stuck.
@@ -38,6 +39,23 @@ fn a_spinner_whose_event_is_next_lets_the_thread_it_waits_for_run() {
     assert_eq!(String::from_utf8_lossy(&rec.stdout), "mwmwmwmwmw\ndone 5\n", "{}", err(&rec));
     let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "10"]);
     assert_replays_as_recorded("pendingspin", &rec, &rep);
+}
+
+/// Two threads hand a turn back and forth 1,000 times through one atomic
+/// word, spinning with `pause` (tests/c/handoff.c): nothing is logged
+/// between their starts and their returns. The replay sets each spinner
+/// aside in turn, each slice half the one before (down to 1 ms) while no
+/// event is matched. Before, the thread the log runs first spun alone
+/// until the livelock timeout: the other, set aside, was never run again
+/// (and one handoff per 200 ms slice would have taken 400 s).
+#[test]
+fn threads_handing_a_turn_through_memory_alone_replay() {
+    let prog = program("handoff");
+    let trace = trace_dir("handoff");
+    let rec = record(&trace, &[prog.to_str().unwrap(), "1000"], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "sums 499500 999000\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "60"]);
+    assert_replays_as_recorded("handoff", &rec, &rep);
 }
 
 /// A spin on nanosleep(0): every call is a logged event, so the replay

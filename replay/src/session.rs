@@ -169,6 +169,44 @@ enum At {
 /// How long a thread may run without a scheduling point, while another
 /// thread's event is due, before it is parked ([`At::Parked`]).
 const PARK_AFTER: Duration = Duration::from_millis(200);
+/// The shortest slice [`TurnSlice`] comes down to.
+const PARK_AFTER_MIN: Duration = Duration::from_millis(1);
+
+/// The slice a thread that may be parked runs for. Threads that hand a
+/// turn to each other through memory alone, with no syscall in their
+/// spin (a `pause` loop on an atomic word), reach no scheduling point:
+/// on one core each takes its turn only as the other's slice ends, one
+/// slice per handoff. So each park that comes with no logged event
+/// matched since the one before halves the next slice, down to
+/// [`PARK_AFTER_MIN`]; a matched event restores [`PARK_AFTER`], so that
+/// a thread computing for long after its last event is not cut up.
+#[derive(Debug, Clone, Copy)]
+struct TurnSlice {
+    /// The log position at the last park.
+    pos: usize,
+    slice: Duration,
+}
+
+impl TurnSlice {
+    fn new() -> Self {
+        TurnSlice { pos: usize::MAX, slice: PARK_AFTER }
+    }
+
+    /// The slice for a run that starts at log position `pos`.
+    fn at(&self, pos: usize) -> Duration {
+        if pos == self.pos {
+            self.slice
+        } else {
+            PARK_AFTER
+        }
+    }
+
+    /// A thread was parked at log position `pos`.
+    fn parked(&mut self, pos: usize) {
+        self.slice = (self.at(pos) / 2).max(PARK_AFTER_MIN);
+        self.pos = pos;
+    }
+}
 
 /// A syscall entry as observed in the replay.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -507,6 +545,8 @@ struct State {
     /// Page protection: access tracing and race reversals (a forked
     /// checkpoint keeps the pages' protection, and this its meaning).
     protect: protect::Protect,
+    /// How long the next thread that may be parked runs before it is.
+    turn_slice: TurnSlice,
 }
 
 impl<'a> Session<'a> {
@@ -564,6 +604,7 @@ impl<'a> Session<'a> {
             stepping: None,
             aliases: WordAliases::default(),
             protect: protect::Protect::new(opts.trace_accesses, opts.schedule.reversals()),
+            turn_slice: TurnSlice::new(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;

@@ -92,7 +92,8 @@ impl Session<'_> {
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
-                    let slice = self.skip_slice(i).or_else(|| (self.parkable(i) || self.may_spin_aside(i)).then_some(super::PARK_AFTER));
+                    let turn = self.state.turn_slice.at(self.state.pos);
+                    let slice = self.skip_slice(i).or_else(|| (self.parkable(i) || self.may_spin_aside(i)).then_some(turn));
                     self.watchdog.arm(tid, slice);
                     if sysemu {
                         self.state.threads[i].exit_due = false;
@@ -182,6 +183,7 @@ impl Session<'_> {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     self.state.threads[i].at = At::Parked;
                     self.state.threads[i].spun = self.next_owner() == Some(i);
+                    self.state.turn_slice.parked(self.state.pos);
                     return Ok(Advance::Point);
                 }
                 WaitStatus::Stopped(_, libc::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
@@ -356,7 +358,7 @@ impl Session<'_> {
     /// thread of its process can run, which may have unlogged work left
     /// that `i` waits for.
     fn may_spin_aside(&self, i: usize) -> bool {
-        self.next_owner() == Some(i) && self.fellows(i).next().is_some()
+        self.next_owner() == Some(i) && (self.fellows(i).next().is_some() || self.parked_fellows(i).next().is_some())
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

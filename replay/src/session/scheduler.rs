@@ -859,6 +859,13 @@ impl Session<'_> {
         (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.free(t))
     }
 
+    /// The threads other than `j` of `j`'s process that were set aside
+    /// ([`At::Parked`]).
+    pub(super) fn parked_fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+        let proc = self.state.threads[j].proc;
+        (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.state.threads[t].at == At::Parked)
+    }
+
     /// The index of the log's next `op` on futex word `word`, from its
     /// current position on; `usize::MAX` when there is none.
     fn next_on_word(&self, op: weft_record::event::SyncOp, word: u64) -> usize {
@@ -993,7 +1000,14 @@ impl Session<'_> {
             if let Some(k) = self.fellows(j).next().filter(|_| self.state.threads[j].spun) {
                 return Ok(k);
             }
-            self.unpark(j);
+            // Or work a thread set aside before it has left: they take
+            // turns, the one that ran longest ago first.
+            let turn = self.parked_fellows(j).chain([j]).min_by_key(|&k| (self.state.threads[k].last_ran, k));
+            let k = turn.filter(|_| self.state.threads[j].spun).unwrap_or(j);
+            self.unpark(k);
+            if k != j {
+                return Ok(k);
+            }
         }
         if let Some(j) = (0..self.state.threads.len()).find(|&j| self.unlogged_wait_over(j)) {
             return Ok(j);
