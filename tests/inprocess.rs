@@ -724,7 +724,10 @@ fn syscall_heavy_program_is_buffered_and_replays() {
 /// (`seccomp`), clones a thread without a TLS and a process sharing its
 /// memory (`clone`), or a process sharing its memory that makes buffered
 /// calls (`vmprocess`: its records went into its parent's slot, and the
-/// recording failed or replayed wrong before).
+/// recording failed or replayed wrong before; and the replay, which sets
+/// the shared runtime flag per thread, took the flag it last wrote for
+/// the parent as still there after the child had written it: once in a
+/// full suite under load, a buffered call took the ptrace path).
 /// For all but the first the runtime goes off with one
 /// warning; calls the other thread made before it saw that are buffered,
 /// later ones take the ptrace path, and the replay finds the same

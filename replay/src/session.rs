@@ -275,6 +275,10 @@ struct Proc {
     runtime_off_at: Option<usize>,
     /// The value last written to its runtime's `disabled` flag.
     runtime_disabled: bool,
+    /// It shares its address space with another process of the tree
+    /// (clone(2) with CLONE_VM and no CLONE_THREAD): that one may have
+    /// written the flag since, so [`Proc::runtime_disabled`] is no guide.
+    shares_vm: bool,
     /// It called madvise(MADV_WIPEONFORK): a checkpoint's fork would hold
     /// zeros where it holds data, so none is taken ([`Session::madvise`]).
     wipe_on_fork: bool,
@@ -582,7 +586,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, wipe_on_fork: false, vfork_parent: None };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, shares_vm: false, wipe_on_fork: false, vfork_parent: None };
         let state = State {
             procs: vec![root],
             root_end: None,

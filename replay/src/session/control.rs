@@ -328,12 +328,13 @@ impl Session<'_> {
     }
 
     /// Writes thread `i`'s process's runtime `disabled` flag as
-    /// [`Session::runtime_disabled_for`] says, when it differs. Errors:
+    /// [`Session::runtime_disabled_for`] says, when it differs (always,
+    /// in a process that shares its memory with another). Errors:
     /// writing the process's memory.
     pub(super) fn switch_runtime_for(&mut self, i: usize) -> Result<()> {
         let disabled = self.runtime_disabled_for(i);
         let proc = &mut self.state.procs[self.state.threads[i].proc];
-        if let Some(control) = proc.runtime_control.filter(|_| proc.runtime_disabled != disabled) {
+        if let Some(control) = proc.runtime_control.filter(|_| proc.shares_vm || proc.runtime_disabled != disabled) {
             proc.mem.write(control, &(disabled as u32).to_le_bytes())?;
             proc.runtime_disabled = disabled;
         }

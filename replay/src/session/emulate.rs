@@ -1036,6 +1036,9 @@ impl Session<'_> {
         let proc = if process { self.add_process(parent, rec_child, child)? } else { parent };
         if process && flags & libc::CLONE_VFORK as u64 != 0 {
             self.vfork_started(proc, parent);
+        } else if process && flags & libc::CLONE_VM as u64 != 0 {
+            self.state.procs[proc].shares_vm = true;
+            self.state.procs[parent].shares_vm = true;
         }
         if process {
             self.restore_spawn_args(tid, parent, e, flags, exit_signal)?;
@@ -1123,7 +1126,7 @@ impl Session<'_> {
         let fds = self.state.procs[parent].fds.clone();
         let super::Proc { runtime_control, runtime_off_at, runtime_disabled, .. } = self.state.procs[parent];
         let mem = std::sync::Arc::new(mem);
-        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, wipe_on_fork: false, vfork_parent: None };
+        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, shares_vm: false, wipe_on_fork: false, vfork_parent: None };
         self.state.procs.push(proc);
         Ok(self.state.procs.len() - 1)
     }
