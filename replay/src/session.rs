@@ -153,14 +153,15 @@ enum At {
     Blocked(Wait),
     /// Released from a futex wait; the syscall returns this value.
     Woken(i64),
-    /// Set aside: it ran on past [`PARK_AFTER`] without a scheduling
-    /// point while the log's next event belonged to another thread that
-    /// could run (a thread that spins until its process is killed, as the
-    /// recorded one was, or one that computes for long after its last
-    /// event), or, its own event next, while another thread of its
-    /// process could run ([`Thread::spun`]). It runs again when its own
-    /// event is the log's next, or when no other thread can, so it cannot
-    /// hold the others up on one core.
+    /// Set aside: it ran on past its slice ([`TurnSlice`]) without a
+    /// scheduling point while the log's next event belonged to another
+    /// thread that could run (a thread that spins until its process is
+    /// killed, as the recorded one was, or one that computes for long
+    /// after its last event), or, its own event next, while another
+    /// thread of its process could run or was set aside ([`Thread::spun`]).
+    /// It runs again when its own event is the log's next, when the
+    /// spinner it was set aside for is set aside in turn, or when no
+    /// other thread can, so it cannot hold the others up on one core.
     Parked,
     /// Gone.
     Exited,
@@ -354,7 +355,7 @@ struct Thread {
     /// (inherited from the thread that made it, as clone(2) does).
     filters: Vec<Arc<seccomp::Filter>>,
     /// It was set aside while its own event was the log's next: it ran on
-    /// past [`PARK_AFTER`] without a scheduling point, spinning on memory
+    /// past its slice without a scheduling point, spinning on memory
     /// another thread of its process changes without a logged call (a
     /// counter Redis's I/O threads clear). Before it runs again, such a
     /// thread runs to its next point ([`Session::pick`]).

@@ -356,8 +356,8 @@ impl Session<'_> {
 
     /// Whether thread `i`, whose own event is the log's next, may be set
     /// aside if it runs too long ([`super::Thread::spun`]): another
-    /// thread of its process can run, which may have unlogged work left
-    /// that `i` waits for.
+    /// thread of its process can run or was set aside, which may have
+    /// unlogged work left that `i` waits for.
     fn may_spin_aside(&self, i: usize) -> bool {
         self.next_owner() == Some(i) && (self.fellows(i).next().is_some() || self.parked_fellows(i).next().is_some())
     }
