@@ -78,15 +78,24 @@ fn forked_counting_loops_after_a_release_replay() {
 /// when it prints. The replay gives the second with the first, as the
 /// kernel did (before, it came after the first handler had run: the child
 /// printed 1, 3 recordings of 3; and the ignored pair failed at the
-/// second, whose sleep had written nothing more).
+/// second, whose sleep had written nothing more). A loaded machine may
+/// take the parent off its core between its two kills, and the child then
+/// handles the first alone: every recording must replay as recorded, and
+/// up to 5 more are made until the ignored pair was recorded once and the
+/// handled pair twice as they are meant.
 #[test]
 fn two_signals_that_arrive_together_replay_together() {
     let prog = program("twosignals");
-    for (run, how) in [(0, "ignored"), (1, "handled"), (2, "handled")] {
-        let name = format!("twosignals-{run}");
-        let (rec, _) = record_and_replay(&name, &[prog.to_str().unwrap(), how], Stdio::null());
-        let out = String::from_utf8_lossy(&rec.stdout);
-        let want = if how == "ignored" { "child: nanosleep 0, caught 0\n" } else { "child: nanosleep -1, caught 2\n" };
-        assert!(out.starts_with(want), "{name}: {out}");
+    for (how, want, times) in [("ignored", "child: nanosleep 0, caught 0\n", 1), ("handled", "child: nanosleep -1, caught 2\n", 2)] {
+        let mut seen = 0;
+        for run in 0..times + 5 {
+            let name = format!("twosignals-{how}-{run}");
+            let (rec, _) = record_and_replay(&name, &[prog.to_str().unwrap(), how], Stdio::null());
+            seen += String::from_utf8_lossy(&rec.stdout).starts_with(want) as usize;
+            if seen == times {
+                break;
+            }
+        }
+        assert_eq!(seen, times, "{how}: the signals never reached the child together");
     }
 }
