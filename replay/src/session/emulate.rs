@@ -746,14 +746,26 @@ impl Session<'_> {
     /// syscall ([`Self::delivered_in_syscall`]): sent at the kill, it would
     /// reach that thread wherever it next resumed, often before the call
     /// (a thread woken from a blocking read by pthread_kill, which then
-    /// restarted the read instead of failing with EINTR). Process groups
-    /// and processes outside the tree are not signalled at all.
+    /// restarted the read instead of failing with EINTR). A kill of its
+    /// own process goes to the thread the log shows taking the signal, as
+    /// a tgkill ([`Self::receiver_of`]). Process groups and processes
+    /// outside the tree are not signalled at all.
     pub(super) fn kill_syscall(&mut self, i: usize, e: &Entry, s: &Syscall) -> Result<()> {
         let me = self.state.threads[i].proc;
         let signo = e.args[match e.nr {
             libc::SYS_tgkill => 2,
             _ => 1,
         }] as i32;
+        // A signal to the whole process goes to the thread that took it in
+        // the recording: sent to the process, the kernel would give it to
+        // whichever thread runs, in a replay most often the sender.
+        // The sender takes it as the kill returns only if the log says so;
+        // later, its logged delivery gives it (async_signal.rs).
+        let own = e.nr == libc::SYS_kill && e.args[0] as i32 == self.state.procs[me].rec;
+        let receiver = own.then(|| self.receiver_of(me, signo)).flatten();
+        if receiver == Some(self.state.threads[i].rec) && !self.takes_at_return(i, signo) {
+            return self.finish_syscall(i, s.result);
+        }
         let reaches = |p: usize| p == me || signo == libc::SIGKILL;
         let procs = &self.state.procs;
         let proc_of = |id: u64| procs.iter().enumerate().find(|(k, p)| p.live && p.rec == id as i32 && reaches(*k)).map(|(_, p)| p.pid);
@@ -765,18 +777,24 @@ impl Session<'_> {
         let ids = match e.nr {
             libc::SYS_tgkill => proc_of(e.args[0]).zip(thread_of(e.args[1])).map(|(p, t)| (p, Some(t))),
             libc::SYS_tkill => thread_of(e.args[0]).map(|t| (t, None)),
+            libc::SYS_kill if receiver.is_some() => proc_of(e.args[0]).zip(receiver.and_then(|r| thread_of(r as u64))).map(|(p, t)| (p, Some(t))),
             libc::SYS_kill if e.args[0] as i32 > 0 => proc_of(e.args[0]).map(|p| (p, None)),
             _ => None,
         };
         let Some((first, second)) = ids else {
             return self.finish_syscall(i, s.result);
         };
+        let nr = e.nr;
         self.execute_changed(i, e, |r| {
             r.rdi = first.as_raw() as u64;
             if let Some(tid) = second {
+                if nr == libc::SYS_kill {
+                    (r.orig_rax, r.rdx) = (libc::SYS_tgkill as u64, signo as u64);
+                }
                 r.rsi = tid.as_raw() as u64;
             }
         })?;
+        self.state.threads[i].regs.orig_rax = e.nr as u64;
         self.set_result(i, s.result)?;
         // Another process killed: reaped now, before anything asks its
         // threads for their state.
@@ -785,6 +803,24 @@ impl Session<'_> {
             self.reap(p)?;
         }
         Ok(())
+    }
+
+    /// The recorded thread of process `p` that the log shows taking the
+    /// next `signo` (within [`SIGNAL_LOOKAHEAD`] events).
+    fn receiver_of(&self, p: usize, signo: i32) -> Option<Tid> {
+        let in_p = |tid: Tid| self.thread_index(tid).is_some_and(|j| self.state.threads[j].proc == p);
+        self.trace.events[self.state.pos..].iter().take(SIGNAL_LOOKAHEAD).find_map(|ev| match &ev.kind {
+            EventKind::Signal(s) if s.signo == signo && in_p(ev.tid) => Some(ev.tid),
+            _ => None,
+        })
+    }
+
+    /// Whether thread `i`'s logged event after its current one (a kill)
+    /// is the delivery of `signo`: the kernel gave it the signal as its
+    /// kill returned.
+    fn takes_at_return(&self, i: usize, signo: i32) -> bool {
+        let next = self.events_ahead(self.state.threads[i].rec).iter().find(|&&k| k > self.state.pos).copied();
+        next.is_some_and(|k| matches!(&self.trace.events[k].kind, EventKind::Signal(s) if s.signo == signo))
     }
 
     /// Whether thread `i`'s next logged event is a signal that interrupted
