@@ -172,15 +172,19 @@ enum At {
 const PARK_AFTER: Duration = Duration::from_millis(200);
 /// The shortest slice [`TurnSlice`] comes down to.
 const PARK_AFTER_MIN: Duration = Duration::from_millis(1);
+/// How many logged events a park may come after the one before and still
+/// halve the slice ([`TurnSlice`]).
+const TURN_EVENTS: usize = 8;
 
 /// The slice a thread that may be parked runs for. Threads that hand a
 /// turn to each other through memory alone, with no syscall in their
 /// spin (a `pause` loop on an atomic word), reach no scheduling point:
 /// on one core each takes its turn only as the other's slice ends, one
-/// slice per handoff. So each park that comes with no logged event
-/// matched since the one before halves the next slice, down to
-/// [`PARK_AFTER_MIN`]; a matched event restores [`PARK_AFTER`], so that
-/// a thread computing for long after its last event is not cut up.
+/// slice per handoff. So a park that comes within [`TURN_EVENTS`] logged
+/// events of the one before (threads taking turns, each turn a few calls
+/// at most) halves the next slice, down to [`PARK_AFTER_MIN`]; farther
+/// apart, the slice is [`PARK_AFTER`] again, so that a thread computing
+/// for long after its last event is not cut up.
 #[derive(Debug, Clone, Copy)]
 struct TurnSlice {
     /// The log position at the last park.
@@ -195,7 +199,7 @@ impl TurnSlice {
 
     /// The slice for a run that starts at log position `pos`.
     fn at(&self, pos: usize) -> Duration {
-        if pos == self.pos {
+        if pos >= self.pos && pos - self.pos <= TURN_EVENTS {
             self.slice
         } else {
             PARK_AFTER
@@ -714,5 +718,29 @@ pub(crate) fn executable(trace: &Trace) -> Result<PathBuf> {
         let how = if original.exists() { "changed" } else { "was deleted" };
         eprintln!("weft: warning: {} {how} since the recording; replaying the trace's copy", original.display());
         Ok(copy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parks a few events apart halve the slice, down to the floor; one
+    /// far from the last gives the full slice again.
+    #[test]
+    fn turn_slices_shrink_while_threads_take_turns() {
+        let mut t = TurnSlice::new();
+        assert_eq!(t.at(0), PARK_AFTER);
+        t.parked(10);
+        assert_eq!(t.at(10), PARK_AFTER / 2);
+        t.parked(10 + TURN_EVENTS);
+        assert_eq!(t.at(10 + TURN_EVENTS), PARK_AFTER / 4);
+        for _ in 0..20 {
+            t.parked(20);
+        }
+        assert_eq!(t.at(21), PARK_AFTER_MIN);
+        assert_eq!(t.at(21 + TURN_EVENTS), PARK_AFTER);
+        t.parked(100);
+        assert_eq!(t.at(100), PARK_AFTER / 2);
     }
 }
