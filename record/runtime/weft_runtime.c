@@ -891,29 +891,20 @@ static int out_none(long r, const long a[6], struct chunk *out) {
  * new thread (Rust's std, as it starts) asks for its own right before
  * taking work, so the log's order of these calls is the order in which
  * the threads went on, not the order in which the recorder took stops. */
-DECLARE_REAL(pid_t, gettid, void)
-SCRUB32(gettid)
-IMPL pid_t impl_gettid(void) {
-    if (!enter()) {
-        return get_gettid()();
+#define ID_CALL(name, nr)                                  \
+    DECLARE_REAL(pid_t, name, void)                        \
+    SCRUB32(name)                                          \
+    IMPL pid_t impl_##name(void) {                         \
+        if (!enter()) {                                    \
+            return get_##name()();                         \
+        }                                                  \
+        long a[6] = {0};                                   \
+        long r = buffered(nr, a, NULL, out_none);          \
+        leave();                                           \
+        return (pid_t)r;                                   \
     }
-    long a[6] = {0};
-    long r = buffered(SYS_gettid, a, NULL, out_none);
-    leave();
-    return (pid_t)r;
-}
-
-DECLARE_REAL(pid_t, getpid, void)
-SCRUB32(getpid)
-IMPL pid_t impl_getpid(void) {
-    if (!enter()) {
-        return get_getpid()();
-    }
-    long a[6] = {0};
-    long r = buffered(SYS_getpid, a, NULL, out_none);
-    leave();
-    return (pid_t)r;
-}
+ID_CALL(gettid, SYS_gettid)
+ID_CALL(getpid, SYS_getpid)
 
 /* openat's mode argument exists only with O_CREAT or O_TMPFILE (open(2)). */
 static long open_mode(int flags, va_list ap) {
