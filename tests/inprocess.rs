@@ -76,16 +76,10 @@ fn syscall_names<'a>(events: impl IntoIterator<Item = &'a Value>) -> std::collec
     events.into_iter().filter_map(|e| e["syscall"].as_str().map(str::to_string)).collect()
 }
 
-/// Records `argv` into a fresh trace `name` and replays it with
-/// `--no-explore` (the log order alone): asserts that the replay is valid,
-/// so that it needs no exploration, and prints the recorded output.
-/// Returns the recording's output and the trace's events.
+/// [`record_valid_in_log_order`], returning the recording's output and
+/// the trace's events.
 fn first_attempt(name: &str, argv: &[&str]) -> (Output, Vec<Value>) {
-    let trace = trace_dir(name);
-    let rec = record(&trace, argv, Stdio::null());
-    assert_eq!(rec.status.code(), Some(0), "record {name}: {}", err(&rec));
-    let rep = replay(&trace, &["--no-explore"]);
-    assert_replays_as_recorded(name, &rec, &rep);
+    let (rec, trace) = record_valid_in_log_order(name, argv);
     (rec, dump(&trace))
 }
 

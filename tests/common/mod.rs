@@ -176,6 +176,19 @@ pub fn edited_trace(recorded: &Path, name: &str, events: Vec<weft_record::Event>
     edited
 }
 
+/// Records `argv` into a fresh trace `name` and replays it with
+/// `--no-explore` (the log order alone): asserts that the recording exited
+/// 0 and that the replay is valid, so that it needs no exploration, and
+/// prints the recorded output. Returns the recording's output and trace.
+pub fn record_valid_in_log_order(name: &str, argv: &[&str]) -> (Output, PathBuf) {
+    let trace = trace_dir(name);
+    let rec = record(&trace, argv, Stdio::null());
+    assert_eq!(rec.status.code(), Some(0), "record {name}: {}", err(&rec));
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded(name, &rec, &rep);
+    (rec, trace)
+}
+
 /// Asserts that replay `rep` of recording `rec` was valid and printed the
 /// recorded stdout.
 pub fn assert_replays_as_recorded(name: &str, rec: &Output, rep: &Output) {

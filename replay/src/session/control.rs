@@ -350,8 +350,7 @@ impl Session<'_> {
     /// a process that spin on each other's unlogged writes, Redis's main
     /// and I/O threads, take turns).
     fn parkable(&self, i: usize) -> bool {
-        let set_aside = |j: usize| self.state.threads[j].at == At::Parked && self.state.threads[j].proc == self.state.threads[i].proc;
-        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || set_aside(j)))
+        self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || self.parked_fellows(i).any(|k| k == j)))
     }
 
     /// Whether thread `i`, whose own event is the log's next, may be set

@@ -855,15 +855,19 @@ impl Session<'_> {
     /// The threads other than `j` of `j`'s process that can run
     /// ([`Session::free`]): who may go before `j` ([`Session::before_owner`]).
     pub(super) fn fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
-        let proc = self.state.threads[j].proc;
-        (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.free(t))
+        self.others_of_process(j).filter(|&t| self.free(t))
     }
 
     /// The threads other than `j` of `j`'s process that were set aside
     /// ([`At::Parked`]).
     pub(super) fn parked_fellows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+        self.others_of_process(j).filter(|&t| self.state.threads[t].at == At::Parked)
+    }
+
+    /// The threads other than `j` of `j`'s process.
+    fn others_of_process(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
         let proc = self.state.threads[j].proc;
-        (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc && self.state.threads[t].at == At::Parked)
+        (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc)
     }
 
     /// The index of the log's next `op` on futex word `word`, from its
