@@ -407,6 +407,28 @@ fn signals_during_buffered_calls_replay() {
     assert!(buffered(&events).len() as u64 >= 3 * rounds, "the loop's calls are buffered: {rounds} rounds");
 }
 
+/// A signal that lands as a buffered call returns, whose handler prints,
+/// while another thread prints (tests/c/sigorder.c, five recordings): each
+/// replay is valid in log order and prints the lines in the recorded
+/// order. Before, the call took its place in the order after the handler
+/// had run, and the handler's line with it, behind lines the other thread
+/// printed later: 7 replays of 10 printed another order.
+#[test]
+fn a_handler_after_a_buffered_call_keeps_the_recorded_line_order() {
+    let prog = program("sigorder");
+    let mut in_runtime = 0;
+    for n in 0..5 {
+        let (rec, events) = first_attempt(&format!("sigorder-{n}"), &[prog.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert_eq!(out.lines().filter(|l| l.starts_with("sent ")).count(), 50, "{out}");
+        let handled = out.lines().filter(|&l| l == "handler").count();
+        let logged = events.iter().filter(|e| e["kind"] == "signal" && e["signal"] == "SIGUSR2").count();
+        assert_eq!(handled, logged, "{out}");
+        in_runtime += events.iter().filter(|e| e["kind"] == "signal" && e["label"] == weft_record::runtime::BUFFERED_LABEL).count();
+    }
+    assert!(in_runtime >= 5, "only {in_runtime} signals landed in the runtime");
+}
+
 /// The stack an interposed call leaves below its caller is the same in
 /// the replay as in the recording (the runtime wipes its frames), so
 /// uninitialized slots that a signal's hit state covers compare equal.

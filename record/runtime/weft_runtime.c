@@ -227,7 +227,16 @@ struct slot {
     volatile unsigned int quiet;
     volatile unsigned int logging;
     volatile unsigned long phase_at;
+    /* The place plus one of the record of the buffered call that just
+     * returned, when the recorder took it at a signal's stop before the
+     * thread did (0: none): the call came before the handler's calls. */
+    volatile unsigned long reserved;
 };
+_Static_assert(__builtin_offsetof(struct slot, quiet) == 24, "SLOT_QUIET (runtime.rs)");
+_Static_assert(__builtin_offsetof(struct slot, logging) == 28, "SLOT_LOGGING (runtime.rs)");
+_Static_assert(__builtin_offsetof(struct slot, phase_at) == 32, "SLOT_PHASE_AT (runtime.rs)");
+_Static_assert(__builtin_offsetof(struct slot, reserved) == 40, "SLOT_RESERVED (runtime.rs)");
+_Static_assert(sizeof(struct slot) <= WEFT_SLOT_DATA, "the records start at WEFT_SLOT_DATA");
 
 static struct slot *slot_of(int k) {
     return (struct slot *)(shared + WEFT_HEADER_SIZE + (unsigned long)k * WEFT_SLOT_SIZE);
@@ -300,6 +309,20 @@ static unsigned long next_seq(void) {
     return __atomic_fetch_add(sequence(), 1, __ATOMIC_SEQ_CST);
 }
 
+/* The place of a buffered call that returned: the one the recorder took
+ * when a signal stopped the thread right after the call (its handler ran
+ * before this), or the next one. */
+static unsigned long call_seq(void) {
+    struct slot *s = slot_of(self.slot);
+    unsigned long reserved = s->reserved;
+    if (!reserved) {
+        return next_seq();
+    }
+    s->reserved = 0;
+    self.phase = WEFT_PHASE_AFTER;
+    return reserved - 1;
+}
+
 /* Byte copies and fills for the records. The runtime is built with
  * -mgeneral-regs-only and calls no libc string function on the logging
  * path: only a recording logs, and what libc's vector code left in the
@@ -362,7 +385,7 @@ static long buffered(long nr, const long a[6], const char *path, describe_fn des
      * alone, as at a ptrace stop: a replay delivers the signal in the call,
      * and the kernel makes it fail with EINTR there too. */
     if (mode == WEFT_MODE_RECORD && r != -EINTR) {
-        unsigned long seq = next_seq();
+        unsigned long seq = call_seq();
         logging(1);
         struct chunk c[2];
         int n = r >= 0 ? describe(r, a, c) : 0;

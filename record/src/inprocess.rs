@@ -17,7 +17,7 @@
 //! (the allocator's fresh pages, zeroed by the kernel).
 
 use crate::buffered;
-use crate::event::{self, Event, EventKind};
+use crate::event::{self, Event};
 use crate::trace::{BufferedRef, LoggedRef};
 use crate::tracee::{self, Memory, Regs};
 use crate::runtime::{self, HEADER_SIZE, RECORD_HEADER, SHARED_SIZE, SLOTS, SLOT_DATA, SLOT_SIZE};
@@ -73,27 +73,26 @@ impl InProcess {
         runtime::install(&crate::dirs::trace_root()?.join("runtime"))
     }
 
-    /// Holds back signal `event`, delivered to a thread right after a
-    /// buffered syscall returned and before the runtime logged it: it takes
-    /// its place right after that call's record. (A handler's own calls
-    /// are not buffered, so that record is the thread's next.)
-    /// In a replay the runtime's code between a call and its record is
-    /// not the recording's (it makes a marker instead), so the signal is
-    /// delivered where the replayed call returns, at [`runtime::BUFFERED_LABEL`],
-    /// and keeps no state to match.
-    pub fn defer_signal(&mut self, mut event: Event) {
-        if let EventKind::Signal(s) = &mut event.kind {
-            s.state = None;
+    /// Places signal `event`, delivered to its thread right after a
+    /// buffered syscall returned and before the runtime took the call's
+    /// place in the order ([`InProcess::returned_unplaced`]): the call
+    /// takes its place now, and the signal the next one. The runtime
+    /// writes the record at that place once the handler has run
+    /// ([`runtime::SLOT_RESERVED`]), so what the handler logs comes after
+    /// both, in the order it happened with the other threads' events.
+    /// (A place taken after the handler put its writes after those that
+    /// other threads made later: killself.c's lines came out in another
+    /// order in the replay than in the recording, 3 recordings of 30.)
+    /// The order waits for that record however long the handler runs
+    /// ([`Order::ready`]). Without a slot, the signal takes the next place.
+    pub fn place_after_call(&mut self, event: Event) {
+        match self.buffers.reserve_record(event.tid) {
+            Some(record) => {
+                self.order.reserved.insert(event.tid, record);
+                self.log_at(record + 1, event);
+            }
+            None => self.log(event),
         }
-        event.label = runtime::BUFFERED_LABEL;
-        // The records the thread committed before that call are drained
-        // first: the signal goes after the call's own record, not after
-        // the first of them to reach the order (sigbuffered.c replayed
-        // its handler a round early when an undrained read took it).
-        self.buffers.drain(&mut self.order);
-        // Its own place too: it cannot come before what sent it.
-        let seq = self.buffers.next_seq();
-        self.order.deferred.entry(event.tid).or_default().push((seq, event));
     }
 
     /// Adds event `event`, logged at a ptrace stop, to the global order,
@@ -123,16 +122,9 @@ impl InProcess {
     }
 
     /// Adds event `event` at place `seq` ([`InProcess::reserve`]), and
-    /// drains the buffered records that may precede it. An event of a
-    /// thread whose signal waits for the record of the buffered call it
-    /// hit ([`InProcess::defer_signal`]) is its handler's (the record is
-    /// written once the handler returns): it follows the signal, as the
-    /// replay, which delivers the signal where the call returns, runs it.
+    /// drains the buffered records that may precede it.
     pub fn log_at(&mut self, seq: u64, event: Event) {
-        match self.order.deferred.get_mut(&event.tid) {
-            Some(deferred) => deferred.push((seq, event)),
-            None => self.order.push(seq, Pending::Event(event)),
-        }
+        self.order.push(seq, Pending::Event(event));
         self.buffers.drain(&mut self.order);
     }
 
@@ -164,9 +156,6 @@ impl InProcess {
         self.buffers.release(tid, &mut self.order);
         // A later thread may get its tid.
         self.order.cutoffs.remove(&tid);
-        for (seq, signal) in self.order.deferred.remove(&tid).unwrap_or_default() {
-            self.order.push(seq, Pending::Event(signal));
-        }
     }
 
     /// A thread of process `parent` spawned `child` with clone `flags`
@@ -201,14 +190,18 @@ impl InProcess {
     }
 
     /// Whether an asynchronous signal delivered to thread `tid` at `pc`
-    /// (`rax` holding what the last syscall returned) arrived after a call
-    /// the runtime has yet to log: at the exit of a buffered syscall that
-    /// completed (not one the kernel will restart or fail with EINTR, whose
-    /// signal comes before it), at a flush, or while the record is written.
-    /// It then goes after that record ([`InProcess::defer_signal`]).
-    pub fn before_record(&self, tid: crate::Tid, pc: u64, rax: i64) -> bool {
-        let completed = pc == runtime::BUFFERED_LABEL && !syscalls::RESTART_CODES.contains(&rax);
-        completed || pc == runtime::CTL_LABEL || self.buffers.flag(tid, runtime::SLOT_LOGGING)
+    /// (`rax` holding what the last syscall returned) hit it at the exit of
+    /// a buffered syscall that completed, before the runtime took the
+    /// call's place in the order ([`InProcess::place_after_call`]). Not a
+    /// call the kernel will restart, or one that failed with EINTR: its
+    /// signal comes before it, and the runtime logs no record of it.
+    /// (Elsewhere in the runtime, the call's place is taken already, or
+    /// the call is still to come.)
+    pub fn returned_unplaced(&self, tid: crate::Tid, pc: u64, rax: i64) -> bool {
+        pc == runtime::BUFFERED_LABEL
+            && !syscalls::RESTART_CODES.contains(&rax)
+            && rax != -(libc::EINTR as i64)
+            && !self.buffers.flag(tid, runtime::SLOT_LOGGING)
     }
 
     /// Whether thread `tid` (stopped at `pc`, memory `mem`) is in a
@@ -382,14 +375,26 @@ impl Buffers {
         self.counter().fetch_add(1, Ordering::SeqCst)
     }
 
+    /// Takes two numbers of the global order, for the record of the
+    /// buffered call thread `tid` (stopped) just returned from, and the
+    /// one after it, and leaves the first in the thread's slot
+    /// ([`runtime::SLOT_RESERVED`]) for its runtime to use. `None` when
+    /// the thread has no slot.
+    fn reserve_record(&self, tid: Tid) -> Option<u64> {
+        let k = self.owners.iter().position(|o| *o == Some(tid))?;
+        let seq = self.counter().fetch_add(2, Ordering::SeqCst);
+        self.word(k, runtime::SLOT_RESERVED).store(seq + 1, Ordering::Release);
+        Some(seq)
+    }
+
     fn slot(&self, k: usize) -> *mut u8 {
         // SAFETY: k < SLOTS, so the slot lies inside the mapping.
         unsafe { self.base.add(HEADER_SIZE + k * SLOT_SIZE) }
     }
 
     fn word(&self, k: usize, offset: usize) -> &AtomicU64 {
-        // SAFETY: head (8), tail (16) and phase_at (32) are 8-aligned
-        // words of slot k.
+        // SAFETY: head (8), tail (16), phase_at (32) and reserved (40) are
+        // 8-aligned words of slot k.
         unsafe { &*(self.slot(k).add(offset) as *const AtomicU64) }
     }
 
@@ -404,6 +409,8 @@ impl Buffers {
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
         self.word(k, runtime::SLOT_PHASE_AT).store(0, Ordering::Release);
+        self.word(k, runtime::SLOT_RESERVED).store(0, Ordering::Release);
+        order.unreserve(tid);
         Some(k)
     }
 
@@ -413,6 +420,7 @@ impl Buffers {
             self.drain_slot(k, order);
             self.owners[k] = None;
         }
+        order.unreserve(tid);
     }
 
     /// Drains every slot's committed records into `order`.
@@ -512,7 +520,7 @@ pub struct Chunk {
 /// One entry of the global order: an event logged at a ptrace stop, or a
 /// buffered record.
 pub enum Pending {
-    /// An event logged at a ptrace stop (or deferred there).
+    /// An event logged at a ptrace stop.
     Event(Event),
     /// The record at `range` (bytes) of `chunk`.
     Record { chunk: Rc<Chunk>, range: std::ops::Range<usize> },
@@ -568,9 +576,10 @@ pub struct Order {
     filled: usize,
     /// Since when `next` has been missing while later events wait.
     gap_since: Option<Instant>,
-    /// Signals waiting for their thread's next buffered record, with the
-    /// place each took at its delivery.
-    deferred: HashMap<Tid, Vec<(u64, Event)>>,
+    /// The places taken for the records of threads that a signal stopped
+    /// right after a buffered call ([`InProcess::place_after_call`]),
+    /// until the records come in: their handlers may run for long.
+    reserved: HashMap<Tid, u64>,
     /// Threads whose process's exit_group took this place: what they log
     /// after it is dropped ([`InProcess::log_process_end`]).
     cutoffs: HashMap<Tid, u64>,
@@ -585,8 +594,8 @@ enum Place {
     /// One event or record, the common case (no allocation beyond the
     /// ring's).
     One(Pending),
-    /// A buffered record and the signals deferred after it; or none, for
-    /// a deferred signal's own number when it went after a later record.
+    /// None, for a number whose entry is dropped; or more than one, when
+    /// a malformed record took another's number.
     Many(Vec<Pending>),
 }
 
@@ -610,8 +619,7 @@ impl Place {
 }
 
 impl Order {
-    /// Adds event or record number `seq`; a signal deferred for a buffered
-    /// record of its thread follows it.
+    /// Adds event or record number `seq`.
     pub fn push(&mut self, seq: u64, entry: Pending) {
         if seq.saturating_sub(self.next) > MAX_AHEAD {
             eprintln!("weft: error: thread {}: in-process record {seq} is too far ahead of the order ({}); dropped (the program wrote over its buffer?)", entry.tid(), self.next);
@@ -624,16 +632,19 @@ impl Order {
             }
             return;
         }
-        let signals = match &entry {
-            Pending::Record { chunk, .. } if !self.deferred.is_empty() => self.deferred.remove(&chunk.tid),
-            _ => None,
-        };
+        if !self.reserved.is_empty() && self.reserved.get(&entry.tid()) == Some(&seq) {
+            self.reserved.remove(&entry.tid());
+        }
         self.place(seq).push(entry);
-        // Each goes after the record, or at its own place if that is later
-        // (the place of the one that is not is left empty).
-        for (own, signal) in signals.into_iter().flatten() {
-            self.place(own).fill();
-            self.place(own.max(seq)).push(Pending::Event(signal));
+    }
+
+    /// Thread `tid` will not write the record its place was taken for
+    /// (it is gone, or has a new runtime): the place is left empty.
+    fn unreserve(&mut self, tid: Tid) {
+        if let Some(seq) = self.reserved.remove(&tid) {
+            if seq >= self.next {
+                self.place(seq).fill();
+            }
         }
     }
 
@@ -652,7 +663,8 @@ impl Order {
 
     /// The events that can be written now, in order: the run of numbers
     /// from the next one, after giving up a number missing for longer than
-    /// [`GAP_PATIENCE`] (or every missing number, when `all`).
+    /// [`GAP_PATIENCE`], unless it is a record's reserved place (or every
+    /// missing number, when `all`).
     pub fn ready(&mut self, all: bool) -> Vec<Pending> {
         let mut out = Vec::new();
         loop {
@@ -667,13 +679,11 @@ impl Order {
                 self.gap_since = None;
             }
             if self.filled == 0 {
-                if all {
-                    out.extend(self.deferred.drain().flat_map(|(_, e)| e).map(|(_, e)| Pending::Event(e)));
-                }
                 break;
             }
             let since = *self.gap_since.get_or_insert_with(Instant::now);
-            if !all && since.elapsed() < GAP_PATIENCE {
+            let patient = since.elapsed() < GAP_PATIENCE || self.reserved.values().any(|&r| r == self.next);
+            if !all && patient {
                 break;
             }
             eprintln!("weft: warning: in-process record {} was never written (its thread was killed?); skipped", self.next);
@@ -690,7 +700,7 @@ impl Order {
 mod tests {
     use super::*;
     use crate::buffered::tests::header_bytes;
-    use crate::event::{Sync, SyncOp};
+    use crate::event::{EventKind, Sync, SyncOp};
     use crate::trace::Logged;
 
     fn ev(tid: Tid) -> Pending {
@@ -736,53 +746,59 @@ mod tests {
         assert_eq!(o.ready(true).len(), 1);
     }
 
+    /// A place taken for a record is waited for however long its
+    /// thread's handler runs, and left empty once the thread is gone.
     #[test]
-    fn a_deferred_signal_follows_its_threads_next_record() {
+    fn a_reserved_place_outwaits_the_gap_patience() {
         let mut o = Order::default();
-        let signal = Event { tid: 7, label: runtime::BUFFERED_LABEL, kind: EventKind::End(crate::event::End::Exited(0)) };
-        o.deferred.entry(7).or_default().push((1, signal));
-        o.push(0, ev(1));
-        let record = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, 2, SyncOp::MutexLock as u64);
-        parse_records(record.to_vec(), 7, &mut o);
-        let order: Vec<(Tid, bool)> = decoded(o.ready(false)).iter().map(|e| (e.tid, matches!(e.kind, EventKind::End(_)))).collect();
-        assert_eq!(order, vec![(1, false), (7, false), (7, true)], "number 1 is taken, empty: nothing waits for it");
-        assert_eq!(o.filled, 0);
+        o.reserved.insert(7, 0);
+        o.push(1, ev(8));
+        o.gap_since = Some(Instant::now() - 2 * GAP_PATIENCE);
+        assert!(o.ready(false).is_empty());
+        o.unreserve(7);
+        let tids: Vec<Tid> = o.ready(false).iter().map(Pending::tid).collect();
+        assert_eq!(tids, vec![8]);
     }
 
-    /// A signal delivered as a buffered call returns goes after that
-    /// call's record, not after an earlier record of the thread that is
-    /// still in its slot when the signal stops it; its handler's calls,
-    /// logged before that record is written, go after the signal.
+    /// A signal delivered as a buffered call returns goes right after that
+    /// call's record, which the runtime writes after the handler ran, at
+    /// the place the recorder took; what the handler and then another
+    /// thread log goes after both.
     #[test]
-    fn a_deferred_signal_skips_the_records_already_in_the_slot() {
+    fn a_signal_after_a_call_goes_between_it_and_what_came_later() {
         let mut ip = InProcess::new().unwrap();
         let k = ip.buffers.register(7, &mut ip.order).unwrap();
-        // Thread 7 commits a record (op `op`) at the end of its slot.
-        let commit = |ip: &mut InProcess, op: SyncOp| {
-            let rec = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, ip.buffers.next_seq(), op as u64);
+        // Thread 7 commits a record (op `op`, number `seq`) at the end of its slot.
+        let commit = |ip: &mut InProcess, op: SyncOp, seq: u64| {
+            let rec = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, seq, op as u64);
             let head = ip.buffers.word(k, 8).load(Ordering::Acquire) as usize;
             // SAFETY: the record fits in slot k's data after `head`.
             unsafe { std::ptr::copy_nonoverlapping(rec.as_ptr(), ip.buffers.slot(k).add(SLOT_DATA + head), RECORD_HEADER) };
             ip.buffers.word(k, 8).store((head + RECORD_HEADER) as u64, Ordering::Release);
         };
-        commit(&mut ip, SyncOp::MutexUnlock);
+        let seq = ip.buffers.next_seq();
+        commit(&mut ip, SyncOp::MutexUnlock, seq);
         let signal = Event { tid: 7, label: 0, kind: EventKind::End(crate::event::End::Exited(0)) };
-        ip.defer_signal(signal);
-        // The handler's own call, through ptrace, and another thread's.
+        ip.place_after_call(signal);
+        // The handler's own call, through ptrace, then another thread's.
         ip.log(Event { tid: 7, label: 1, kind: EventKind::End(crate::event::End::Exited(1)) });
         ip.log(Event { tid: 8, label: 0, kind: EventKind::End(crate::event::End::Exited(2)) });
-        commit(&mut ip, SyncOp::MutexLock);
+        assert_eq!(ip.ready(false).len(), 1, "all but the earlier record wait for the call's");
+        // The handler returned: the runtime writes the call's record at the
+        // reserved place.
+        let reserved = ip.buffers.word(k, runtime::SLOT_RESERVED).swap(0, Ordering::AcqRel);
+        commit(&mut ip, SyncOp::MutexLock, reserved - 1);
         let kinds: Vec<&str> = decoded(ip.ready(true))
             .iter()
             .map(|e| match &e.kind {
                 _ if e.tid == 8 => "other thread",
-                EventKind::Sync(s) if s.op == SyncOp::MutexUnlock => "earlier record",
                 EventKind::Sync(_) => "the call",
                 _ if e.label == 1 => "handler's call",
                 _ => "signal",
             })
             .collect();
-        assert_eq!(kinds, ["earlier record", "other thread", "the call", "signal", "handler's call"]);
+        assert_eq!(kinds, ["the call", "signal", "handler's call", "other thread"]);
+        assert!(ip.order.reserved.is_empty());
     }
 
     #[test]

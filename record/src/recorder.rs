@@ -783,11 +783,10 @@ impl Recorder {
             _ => label,
         };
         let event = Event { tid: pid.as_raw(), label, kind: EventKind::Signal(Signal { signo, code, addr, siginfo, synchronous, interrupted, state }) };
-        // A signal that hit the runtime after a call and before its record
-        // comes after that record, which the runtime writes once the
-        // handler has run.
+        // A signal that hit the runtime after a call and before it took its
+        // place comes after that call.
         match self.inprocess.as_mut() {
-            Some(ip) if asynchronous && ip.before_record(pid.as_raw(), regs.rip, regs.rax as i64) => ip.defer_signal(event),
+            Some(ip) if asynchronous && ip.returned_unplaced(pid.as_raw(), regs.rip, regs.rax as i64) => ip.place_after_call(event),
             _ => self.log(event.tid, event.label, event.kind)?,
         }
         self.trace.flush()?;

@@ -129,6 +129,11 @@ pub const SLOT_LOGGING: usize = 28;
 /// TLS, of its phase (u32), which is [`PHASE_BEFORE`] from a runtime
 /// function's entry until its first call.
 pub const SLOT_PHASE_AT: usize = 32;
+/// Offset of a slot's `reserved` (u64): the place plus one that the
+/// recorder took for the record of a buffered call that had returned when
+/// a signal stopped the thread, before the thread took one itself (0:
+/// none). The runtime uses it for that record.
+pub const SLOT_RESERVED: usize = 40;
 /// How many bytes before a thread's phase its `depth` (i32: above 0
 /// inside a runtime function) lies in the runtime's TLS (`struct thread`).
 pub const DEPTH_BEFORE_PHASE: u64 = 4;

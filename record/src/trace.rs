@@ -156,7 +156,7 @@ pub struct TraceWriter {
 /// encodes the same entry from borrowed parts ([`LoggedRef`]).
 #[derive(Debug, Deserialize)]
 pub enum Logged {
-    /// An event logged at a ptrace stop (or deferred there).
+    /// An event logged at a ptrace stop.
     Event(Event),
     /// A record from a thread's in-process buffer.
     Buffered(BufferedRecord),
