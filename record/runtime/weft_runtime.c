@@ -97,7 +97,9 @@
 
 static int mode;          /* 0 off, WEFT_MODE_RECORD, WEFT_MODE_REPLAY */
 static struct weft_control control;
-static unsigned char *shared; /* WEFT_SHARED once mapped (record mode) */
+/* WEFT_SHARED once mapped: the shared buffers in a recording, a private
+ * page for the header's write locks in a replay. */
+static unsigned char *shared;
 
 /* One thread's state. Zero in a new thread: registered on first use. */
 struct thread {
@@ -113,6 +115,8 @@ struct thread {
     /* The depth a stream call (stdio_lock) runs the real call at, or 0:
      * its refills are buffered there too (weft_stdio_read). */
     int stdio;
+    /* The write lock a traced write took, until it returns (write_traced). */
+    volatile unsigned int *write_held;
 };
 _Static_assert(__builtin_offsetof(struct thread, phase) == 12, "SET_PHASE's offset");
 _Static_assert(__builtin_offsetof(struct thread, depth) == 8, "DEPTH_BEFORE_PHASE (runtime.rs)");
@@ -124,9 +128,12 @@ static __thread struct thread self __asm__("weft_thread_self") __attribute__((tl
 
 typedef long (*site_fn)(long, long, long, long, long, long, long);
 
-/* Calls syscall `nr` at `site` (a `syscall; ret` in the code page). */
+/* Calls syscall `nr` at `site` (a `syscall; ret` in the code page). A
+ * request (the CTL site) is no function's call: the phase stays. */
 static long site_call(unsigned long site, long nr, long a, long b, long c, long d, long e, long f) {
-    self.phase = WEFT_PHASE_AFTER;
+    if (site != WEFT_SITE_CTL) {
+        self.phase = WEFT_PHASE_AFTER;
+    }
     long ret;
     register long r10 __asm__("r10") = d;
     register long r8 __asm__("r8") = e;
@@ -196,6 +203,17 @@ __attribute__((constructor)) static void weft_start(void) {
         mallopt(M_ARENA_MAX, 8 * (cores >= 1 ? cores : 2));
     }
     if (m == WEFT_MODE_REPLAY) {
+        /* The header alone, private: a write takes its lock at the address
+         * the recording's took, through the same code, so that a signal
+         * that hit the write finds the same stack above it (the lock's
+         * address and the runtime's frames: sig2.c's handlers print). The
+         * replay never waits for a lock (the log orders the writes), so
+         * what a fork or a checkpoint leaves in it does not matter. */
+        long p = PRIVATE(SYS_mmap, WEFT_SHARED, WEFT_HEADER_SIZE, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == (long)WEFT_SHARED) {
+            shared = (unsigned char *)p;
+        }
         mode = m;
         patch_stdio();
         return;
@@ -253,18 +271,22 @@ static int enter(void) {
     if (!mode || control.disabled || self.depth) {
         return 0;
     }
+    /* Inside the function from before a thread's first request: a signal
+     * that stops the thread there runs its handler at depth 1, as in a
+     * replay, which makes no request and delivers it at the function's
+     * call (its handler's calls were buffered in the recording, and went
+     * through ptrace in the replay: raisekill.c's SIGUSR2 at the first
+     * call of SIGUSR1's handler). The recorder learns where the phase is
+     * with the request. */
+    self.depth++;
     if (mode == WEFT_MODE_RECORD && self.generation != control.generation + 1) {
-        self.slot = (int)CTL(WEFT_CTL_REGISTER, 0, 0, 0);
+        self.slot = (int)CTL(WEFT_CTL_REGISTER, &self.phase, 0, 0);
         self.generation = control.generation + 1;
-        self.phase = WEFT_PHASE_BEFORE; /* the CTL call was not the function's */
-        if (self.slot >= 0) {
-            slot_of(self.slot)->phase_at = (unsigned long)&self.phase;
-        }
     }
     if (mode == WEFT_MODE_RECORD && self.slot < 0) {
+        self.depth--;
         return 0;
     }
-    self.depth++;
     return 1;
 }
 
@@ -706,10 +728,10 @@ ssize_t weft_stdio_read(int fd, void *buf, size_t n);
  * several processes to one file in the order they reached it (a child
  * that flushes the stdout buffer it inherited while its parent prints).
  * A lock held too long (its holder stopped, or killed) is passed by: the
- * write is made all the same, and the replay, which takes no lock, makes
- * it at the same place; only the order of the bytes in the file may then
- * differ from the log's. Not in a replay, whose threads the replayer
- * stops at their calls: a lock held there would stop the others.
+ * write is made all the same, and the replay makes it at the same place;
+ * only the order of the bytes in the file may then differ from the log's.
+ * A replay takes the locks too, in a page of its own (weft_start), as
+ * free: the same code runs, and the replayer's order is the log's.
  * A process with threads writes through the ptrace path, where the
  * recorder holds a second write to a descriptor until the first one
  * returned: spinning on a lock whose holder the scheduler took off its
@@ -724,6 +746,10 @@ static volatile unsigned int *write_lock(int fd) {
 }
 
 static int take_write_lock(volatile unsigned int *lock) {
+    if (mode == WEFT_MODE_REPLAY) {
+        *lock = 1;
+        return 1;
+    }
     for (int i = 0; i < WRITE_LOCK_SPINS; i++) {
         if (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE)) {
             return 1;
@@ -749,28 +775,37 @@ static void release_write_lock(void *lock) {
     __atomic_store_n((volatile unsigned int *)lock, 0, __ATOMIC_RELEASE);
 }
 
-/* A write through the ptrace path, under write lock `lock` when it was
- * free (taken, or NULL): the recorder logs the call when it returns, in
- * the lock's order. The lock goes with a cancellation in the call. */
-static ssize_t write_traced(volatile unsigned int *lock, int fd, const void *buf, size_t n) {
-    if (!lock) {
-        return get_write()(fd, buf, n);
+static void release_held_write_lock(void *unused) {
+    (void)unused;
+    if (self.write_held) {
+        release_write_lock((void *)self.write_held);
+        self.write_held = NULL;
     }
+}
+
+/* A write through the ptrace path, under write lock `lock` (or none) when
+ * it is free: the recorder logs the call when it returns, in the lock's
+ * order. The lock goes with a cancellation in the call. Whether it was
+ * free is a race in the recording: kept in the thread's state, not on the
+ * stack, so that the stack above the write is the same in the replay (a
+ * signal that hit the write compares it). */
+static ssize_t write_traced(volatile unsigned int *lock, int fd, const void *buf, size_t n) {
+    volatile unsigned int *outer = self.write_held; /* a handler's write inside a write */
+    self.write_held = lock && (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE) || mode == WEFT_MODE_REPLAY) ? lock : NULL;
     ssize_t r;
-    pthread_cleanup_push(release_write_lock, (void *)lock);
+    pthread_cleanup_push(release_held_write_lock, NULL);
     r = get_write()(fd, buf, n);
     pthread_cleanup_pop(1);
+    self.write_held = outer;
     return r;
 }
 
 /* A write, buffered when it returns at once; the runtime is entered. */
 static ssize_t write_entered(int fd, const void *buf, size_t n) {
-    int record = mode == WEFT_MODE_RECORD;
-    volatile unsigned int *lock = record ? write_lock(fd) : NULL;
+    volatile unsigned int *lock = shared ? write_lock(fd) : NULL;
     if (!__libc_single_threaded || !writable(fd, n)) {
         leave();
-        int free = lock && !__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE);
-        return write_traced(free ? lock : NULL, fd, buf, n);
+        return write_traced(lock, fd, buf, n);
     }
     int locked = lock && take_write_lock(lock);
     long a[6] = {fd, (long)buf, (long)n, 0, 0, 0};

@@ -59,7 +59,7 @@
 
 /* WEFT_NR_CTL requests (first argument). */
 #define WEFT_CTL_HELLO 1    /* (version, &hello_reply, &control): mode */
-#define WEFT_CTL_REGISTER 2 /* (): slot index, or -1 */
+#define WEFT_CTL_REGISTER 2 /* (&phase): slot index, or -1 */
 #define WEFT_CTL_FLUSH 3    /* (slot): 0 once the slot is drained */
 
 /* HELLO's answers. */

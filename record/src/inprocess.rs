@@ -283,7 +283,7 @@ impl InProcess {
                 self.hellos += 1;
                 runtime::MODE_RECORD
             }
-            runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), &mut self.order).map_or(-1, |k| k as i64),
+            runtime::CTL_REGISTER => self.buffers.register(pid.as_raw(), args[1], &mut self.order).map_or(-1, |k| k as i64),
             runtime::CTL_FLUSH => {
                 self.flush_copy = self.buffers.flush(args[1] as usize, pid.as_raw())?;
                 0
@@ -399,8 +399,9 @@ impl Buffers {
     }
 
     /// Gives thread `tid` a slot (its old one, emptied, if it had one: an
-    /// exec gives the thread a new runtime). `None` when all are taken.
-    pub fn register(&mut self, tid: Tid, order: &mut Order) -> Option<usize> {
+    /// exec gives the thread a new runtime), with `phase_at`, the address
+    /// of its phase ([`runtime::SLOT_PHASE_AT`]). `None` when all are taken.
+    pub fn register(&mut self, tid: Tid, phase_at: u64, order: &mut Order) -> Option<usize> {
         let k = self.owners.iter().position(|o| *o == Some(tid)).or_else(|| self.owners.iter().position(Option::is_none))?;
         self.drain_slot(k, order);
         self.owners[k] = Some(tid);
@@ -408,7 +409,7 @@ impl Buffers {
         unsafe { (self.slot(k) as *mut i32).write_volatile(tid) };
         self.word(k, 8).store(0, Ordering::Release);
         self.word(k, 16).store(0, Ordering::Release);
-        self.word(k, runtime::SLOT_PHASE_AT).store(0, Ordering::Release);
+        self.word(k, runtime::SLOT_PHASE_AT).store(phase_at, Ordering::Release);
         self.word(k, runtime::SLOT_RESERVED).store(0, Ordering::Release);
         order.unreserve(tid);
         Some(k)
@@ -767,7 +768,7 @@ mod tests {
     #[test]
     fn a_signal_after_a_call_goes_between_it_and_what_came_later() {
         let mut ip = InProcess::new().unwrap();
-        let k = ip.buffers.register(7, &mut ip.order).unwrap();
+        let k = ip.buffers.register(7, 0, &mut ip.order).unwrap();
         // Thread 7 commits a record (op `op`, number `seq`) at the end of its slot.
         let commit = |ip: &mut InProcess, op: SyncOp, seq: u64| {
             let rec = header_bytes(RECORD_HEADER, runtime::REC_SYNC, 0, seq, op as u64);

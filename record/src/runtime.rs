@@ -161,7 +161,8 @@ pub const NR_CTL: i64 = 0x5746;
 pub const NR_SYNC: i64 = 0x5747;
 /// CTL request: hello (version, &reply, &control) → mode.
 pub const CTL_HELLO: u64 = 1;
-/// CTL request: a slot for the calling thread → its index, or -1.
+/// CTL request: a slot for the calling thread (the address of its phase,
+/// [`SLOT_PHASE_AT`]) → its index, or -1.
 pub const CTL_REGISTER: u64 = 2;
 /// CTL request: drain the full slot given.
 pub const CTL_FLUSH: u64 = 3;

@@ -533,6 +533,11 @@ struct State {
     filter_warned: bool,
     /// The last signal delivered, to check a fatal end.
     last_delivery: Option<Delivery>,
+    /// Signals (recorded tid, signo) made pending early, with the one
+    /// before them that the kernel gave together with them
+    /// (async_signal.rs, `send_together`): the kill that sent one in the
+    /// recording, later in the log, is not made again.
+    sent_early: HashSet<(Tid, i32)>,
     sync_trace: SyncTrace,
     /// Address of a `syscall` instruction in the tracee (remote syscalls
     /// for checkpoints), once a thread has stopped at one.
@@ -605,6 +610,7 @@ impl<'a> Session<'a> {
             warned: HashSet::new(),
             filter_warned: false,
             last_delivery: None,
+            sent_early: HashSet::new(),
             sync_trace: SyncTrace::new(opts.sync_trace_len),
             syscall_insn: None,
             switches: 0,

@@ -203,12 +203,29 @@ impl<'a> Session<'a> {
         t.last_event = Some(self.state.pos);
         t.steps = 0;
         self.next_event();
+        self.send_together(i, s)?;
+        Ok(Some(Step::Stay))
+    }
+
+    /// Thread `i` is about to take `s`, matched: the signal logged next
+    /// for it, when the kernel gave it the two together ([`Self::together`]),
+    /// is made pending now, and noted, so that a kill that sent it in the
+    /// recording, later in the log, is not made again (emulate.rs,
+    /// `kill_syscall`). Otherwise the thread would run its handler on to
+    /// its next stop (sig2.c: a raise's SIGUSR1, then another thread's
+    /// kill's SIGUSR2 at the handler's entry, which the replay delivered
+    /// inside a buffered call of the handler instead). The note goes once
+    /// that signal is matched. Errors: tgkill's.
+    pub(super) fn send_together(&mut self, i: usize, s: &Signal) -> Result<()> {
+        let rec = self.state.threads[i].rec;
+        self.state.sent_early.remove(&(rec, s.signo));
         if let Some(next) = self.together(i, s) {
             if !self.pending(i, next.signo)? {
                 self.send(i, next.signo)?;
+                self.state.sent_early.insert((rec, next.signo));
             }
         }
-        Ok(Some(Step::Stay))
+        Ok(())
     }
 
     /// The signal logged next for thread `i` after `s`, which it is being

@@ -24,7 +24,7 @@ use weft_record::syscalls::{self, Class};
 use weft_record::tracee::{self, clone_flags, Memory};
 use weft_record::Tid;
 
-/// How many of a thread's logged events [`Session::delivered_in_syscall`]
+/// How many of a thread's logged events [`Session::delivered_at_its_place`]
 /// looks through for a signal's delivery: it is usually among the next
 /// few, and a signal never delivered (consumed by sigwait, or sent to a
 /// thread that exited) must not cost a scan of the rest of the log.
@@ -137,6 +137,15 @@ impl Session<'_> {
             EventKind::Sync(s) if s.op.is_release() => s.op != SyncOp::CondRelease && self.next_owner().is_some_and(|j| j != i),
             _ => true,
         };
+        // The thread's next event is a signal that hit its user code, and
+        // another thread's event comes first: it stays here until the
+        // signal is due, and its search then starts from here. Run on to
+        // its next point, it could pass the place (raisekill.c: back from
+        // one handler to the entry of another, where the next signal hit,
+        // and on into a buffered call).
+        if matches!(step, Step::Stay) && self.next_owner() != Some(i) && self.signal_hits_next(i) {
+            return Ok(Step::Switch(None));
+        }
         // The log's next event is the thread's own (its exit_group, its
         // park): who goes before it goes now, as when another thread
         // hands over to it.
@@ -506,10 +515,11 @@ impl Session<'_> {
                 Ok(Step::Stay)
             }
             (Observed::Signal(sig, pc), EventKind::Signal(s)) => {
-                let t = &mut self.state.threads[i];
                 if !s.synchronous {
-                    tracee::set_siginfo_bytes(t.tid, &s.siginfo)?;
+                    tracee::set_siginfo_bytes(self.state.threads[i].tid, &s.siginfo)?;
+                    self.send_together(i, s)?;
                 }
+                let t = &mut self.state.threads[i];
                 t.at = At::Deliver(*sig);
                 self.state.last_delivery = Some(Delivery { rec: t.rec, pc: *pc, exact: *pc == expected.label });
                 if self.interactive && t.proc == 0 {
@@ -743,7 +753,8 @@ impl Session<'_> {
     /// recorded signal event of the receiving thread delivers the signal
     /// where the recording had it (async_signal.rs). So is a signal to
     /// another thread of the process whose logged delivery interrupted a
-    /// syscall ([`Self::delivered_in_syscall`]): sent at the kill, it would
+    /// syscall or comes after other events of that thread
+    /// ([`Self::delivered_at_its_place`]): sent at the kill, it would
     /// reach that thread wherever it next resumed, often before the call
     /// (a thread woken from a blocking read by pthread_kill, which then
     /// restarted the read instead of failing with EINTR). A kill of its
@@ -771,8 +782,8 @@ impl Session<'_> {
         let proc_of = |id: u64| procs.iter().enumerate().find(|(k, p)| p.live && p.rec == id as i32 && reaches(*k)).map(|(_, p)| p.pid);
         let thread_of = |id: u64| {
             let t = &self.state.threads[*self.state.by_rec.get(&(id as i32))?];
-            let deferred = t.rec != self.state.threads[i].rec && self.delivered_in_syscall(t.rec, signo);
-            (reaches(t.proc) && !deferred).then_some(t.tid)
+            let deferred = t.rec != self.state.threads[i].rec && self.delivered_at_its_place(t.rec, signo);
+            (reaches(t.proc) && !deferred && !self.state.sent_early.contains(&(t.rec, signo))).then_some(t.tid)
         };
         let ids = match e.nr {
             libc::SYS_tgkill => proc_of(e.args[0]).zip(thread_of(e.args[1])).map(|(p, t)| (p, Some(t))),
@@ -830,17 +841,30 @@ impl Session<'_> {
         self.next_logged(i).is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if s.interrupted.is_some()))
     }
 
+    /// Whether thread `i`'s next logged event is an asynchronous signal
+    /// logged with the state where it hit (searched for, `exact_signal.rs`).
+    fn signal_hits_next(&self, i: usize) -> bool {
+        self.next_logged(i).is_some_and(|e| matches!(&e.kind, EventKind::Signal(s) if !s.synchronous && s.state.is_some()))
+    }
+
     /// Whether the log's next delivery of `signo` to thread `rec` (within
-    /// its next [`SIGNAL_LOOKAHEAD`] events) interrupted a syscall, where
-    /// the replay can deliver it exactly. One that hit user code is better
-    /// sent at the kill: finding its instruction again can take the
-    /// search for its state the whole livelock timeout in a thread that
-    /// loops.
-    fn delivered_in_syscall(&self, rec: Tid, signo: i32) -> bool {
-        self.events_ahead(rec).iter().take(SIGNAL_LOOKAHEAD).find_map(|&k| match &self.trace.events[k].kind {
-            EventKind::Signal(s) if s.signo == signo => Some(s.interrupted.is_some()),
+    /// its next [`SIGNAL_LOOKAHEAD`] events) is made at its own place in
+    /// the log rather than sent at the kill: one that interrupted a
+    /// syscall, where the replay delivers it exactly, or one that comes
+    /// after other events of the thread. Sent at the kill, that one would
+    /// reach the thread wherever it next resumed, before those events
+    /// (sig2.c: inside the runtime after a buffered call's marker, where
+    /// its handler's own calls were not buffered as in the recording).
+    /// One that hit user code as the thread's next event is sent at the
+    /// kill: finding its instruction again can take the search for its
+    /// state the whole livelock timeout in a thread that loops.
+    fn delivered_at_its_place(&self, rec: Tid, signo: i32) -> bool {
+        let ahead = self.events_ahead(rec).iter().take(SIGNAL_LOOKAHEAD);
+        let mut deliveries = ahead.enumerate().filter_map(|(n, &k)| match &self.trace.events[k].kind {
+            EventKind::Signal(s) if s.signo == signo => Some(n > 0 || s.interrupted.is_some()),
             _ => None,
-        }) == Some(true)
+        });
+        deliveries.next() == Some(true)
     }
 
     /// chdir/fchdir: the replayed process moves to the directory the
