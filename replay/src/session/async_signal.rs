@@ -142,6 +142,20 @@ impl<'a> Session<'a> {
         at_label && s.state.is_none() && s.interrupted.is_none() && t.at == At::Ready && t.regs.rip == runtime::BUFFERED_LABEL
     }
 
+    /// Whether thread `i` stands where a runtime call returns, back from a
+    /// handler, and its next logged event is a signal the recorder placed
+    /// there ([`Self::after_runtime_call`]): it waits there for that
+    /// signal's turn. The kernel gave the second signal as the first one's
+    /// handler returned (a 1 ms timer at a thread whose handler's calls go
+    /// through ptrace); run on, the thread took it at its next stop, out
+    /// of the runtime call, where its handler's calls were buffered.
+    pub(super) fn waits_for_runtime_signal(&self, i: usize) -> bool {
+        let in_runtime = |e: &weft_record::Event| {
+            e.label == runtime::BUFFERED_LABEL && matches!(&e.kind, EventKind::Signal(s) if !s.synchronous && s.state.is_none() && s.interrupted.is_none())
+        };
+        self.state.threads[i].regs.rip == runtime::BUFFERED_LABEL && self.next_logged(i).is_some_and(in_runtime)
+    }
+
     /// Whether a due signal `s` can reach thread `i`, blocked in a futex
     /// wait: not when the program sent it and the thread blocks it (it runs
     /// on only once it unblocks it, which a blocked thread cannot do).

@@ -130,6 +130,12 @@ impl Session<'_> {
                         if one_step {
                             return stepped(None);
                         }
+                        // Back from a handler (rt_sigreturn) where a runtime
+                        // call returns, with a signal logged there next.
+                        if self.waits_for_runtime_signal(i) {
+                            self.state.threads[i].at = At::Ready;
+                            return Ok(Advance::Point);
+                        }
                         continue;
                     }
                     self.state.syscall_insn.get_or_insert(regs.rip - remote::SYSCALL_INSN.len() as u64);

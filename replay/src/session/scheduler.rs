@@ -310,6 +310,7 @@ impl Session<'_> {
             }
             At::Blocked(_) | At::Exited | At::Parked => Ok(Step::Switch(None)),
             At::Deliver(_) if self.holds_fatal_signal(i) => Ok(Step::Switch(None)),
+            At::Ready if self.waits_for_runtime_signal(i) => Ok(Step::Switch(None)),
             At::Ready | At::Deliver(_) => Ok(Step::Stay),
         }
     }
