@@ -199,24 +199,33 @@ fn a_signal_from_another_thread_interrupts_a_blocking_read_as_recorded() {
 /// in a CI run before the change above).
 #[test]
 fn a_signal_a_thread_sends_its_own_process_reaches_the_recorded_thread() {
-    let prog = program("killself");
     for (mode, flags) in [("inprocess", &[][..]), ("ptrace", &["--no-inprocess"])] {
-        let mut valid = 0;
-        for n in 0..4 {
-            let name = format!("killself-{mode}-{n}");
-            let trace = trace_dir(&name);
-            let rec = record_with(&trace, flags, &[prog.to_str().unwrap()], Stdio::null());
-            assert_eq!(String::from_utf8_lossy(&rec.stdout).lines().filter(|l| *l == "sent").count(), 60, "{}", err(&rec));
-            let rep = replay(&trace, &["--no-explore"]);
-            if err(&rep).contains("replay valid") {
-                assert_replays_as_recorded(&name, &rec, &rep);
-                valid += 1;
-            } else {
-                eprintln!("{name}: invalid in log order:\n{}", err(&rep));
-            }
-        }
+        let valid = valid_in_log_order("killself", mode, flags, 4, |out| out.lines().filter(|l| *l == "sent").count() == 60);
         assert!(valid >= 3, "{mode}: {valid} of 4 recordings valid in log order");
     }
+}
+
+/// Records C program `prog` (tests/c) `runs` times with recorder `flags`
+/// (traces named after `mode`), asserts `check` on each recording's
+/// stdout, and replays each with `--no-explore`: returns how many were
+/// valid in log order, each printing what its recording printed.
+fn valid_in_log_order(prog: &str, mode: &str, flags: &[&str], runs: usize, check: impl Fn(&str) -> bool) -> usize {
+    let path = program(prog);
+    let mut valid = 0;
+    for n in 0..runs {
+        let name = format!("{prog}-{mode}-{n}");
+        let trace = trace_dir(&name);
+        let rec = record_with(&trace, flags, &[path.to_str().unwrap()], Stdio::null());
+        assert!(check(&String::from_utf8_lossy(&rec.stdout)), "{name}: {}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        if err(&rep).contains("replay valid") {
+            assert_replays_as_recorded(&name, &rec, &rep);
+            valid += 1;
+        } else {
+            eprintln!("{name}: invalid in log order:\n{}", err(&rep));
+        }
+    }
+    valid
 }
 
 /// Threads that raise SIGUSR1 and kill their own process with SIGUSR2,
@@ -236,22 +245,7 @@ fn a_signal_a_thread_sends_its_own_process_reaches_the_recorded_thread() {
 /// that hit a write). Five recordings, at least four valid in log order.
 #[test]
 fn threads_raising_and_killing_their_own_process_replay_in_log_order() {
-    let prog = program("raisekill");
-    let mut valid = 0;
-    for n in 0..5 {
-        let name = format!("raisekill-{n}");
-        let trace = trace_dir(&name);
-        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
-        let out = String::from_utf8_lossy(&rec.stdout);
-        assert_eq!(out.lines().filter(|l| l.starts_with("thread ")).count(), 80, "{}", err(&rec));
-        let rep = replay(&trace, &["--no-explore"]);
-        if err(&rep).contains("replay valid") {
-            assert_replays_as_recorded(&name, &rec, &rep);
-            valid += 1;
-        } else {
-            eprintln!("{name}: invalid in log order:\n{}", err(&rep));
-        }
-    }
+    let valid = valid_in_log_order("raisekill", "inprocess", &[], 5, |out| out.lines().filter(|l| l.starts_with("thread ")).count() == 80);
     assert!(valid >= 4, "{valid} of 5 recordings valid in log order");
 }
 
