@@ -136,10 +136,9 @@ impl<'a> Session<'a> {
     /// `i` that the recorder placed after a runtime call (no state, the
     /// runtime's label), and the thread stands where that call returns.
     pub(super) fn after_runtime_call(&self, i: usize) -> bool {
-        let Some(s) = self.async_signal_due(i) else { return false };
-        let at_label = self.trace.events[self.state.pos].label == runtime::BUFFERED_LABEL;
         let t = &self.state.threads[i];
-        at_label && s.state.is_none() && s.interrupted.is_none() && t.at == At::Ready && t.regs.rip == runtime::BUFFERED_LABEL
+        let placed = self.async_signal_due(i).is_some() && placed_after_runtime_call(&self.trace.events[self.state.pos]);
+        placed && t.at == At::Ready && t.regs.rip == runtime::BUFFERED_LABEL
     }
 
     /// Whether thread `i` stands where a runtime call returns, back from a
@@ -150,10 +149,7 @@ impl<'a> Session<'a> {
     /// through ptrace); run on, the thread took it at its next stop, out
     /// of the runtime call, where its handler's calls were buffered.
     pub(super) fn waits_for_runtime_signal(&self, i: usize) -> bool {
-        let in_runtime = |e: &weft_record::Event| {
-            e.label == runtime::BUFFERED_LABEL && matches!(&e.kind, EventKind::Signal(s) if !s.synchronous && s.state.is_none() && s.interrupted.is_none())
-        };
-        self.state.threads[i].regs.rip == runtime::BUFFERED_LABEL && self.next_logged(i).is_some_and(in_runtime)
+        self.state.threads[i].regs.rip == runtime::BUFFERED_LABEL && self.next_logged(i).is_some_and(placed_after_runtime_call)
     }
 
     /// Whether a due signal `s` can reach thread `i`, blocked in a futex
@@ -442,4 +438,10 @@ const FRAME_SPAN: u64 = 1 << 14;
 /// not a signal's).
 fn bit(sig: i32) -> u64 {
     u32::try_from(sig - 1).ok().and_then(|b| 1u64.checked_shl(b)).unwrap_or(0)
+}
+
+/// Whether `e` is an asynchronous signal the recorder placed after a
+/// runtime call: the runtime's label, and no state to search for.
+fn placed_after_runtime_call(e: &weft_record::Event) -> bool {
+    e.label == runtime::BUFFERED_LABEL && matches!(&e.kind, EventKind::Signal(s) if !s.synchronous && s.state.is_none() && s.interrupted.is_none())
 }
