@@ -30,7 +30,8 @@ pub enum Failure {
         /// Every thread and its state.
         threads: Vec<String>,
     },
-    /// The replay matched no logged event for the livelock timeout: a
+    /// The replay matched no logged event for the livelock timeout, or
+    /// saw a thread spin with no other thread able to take over: a
     /// thread spins waiting for another one, which one core cannot run
     /// (with no syscall in its loop), or which cannot run before it (its
     /// next event comes later in the log).
@@ -39,7 +40,8 @@ pub enum Failure {
         at: Position,
         /// The pc of the thread that ran when the replay stopped.
         pc: u64,
-        /// Seconds without progress (the timeout).
+        /// Seconds without progress (the timeout, or less when the spin
+        /// was seen first), rounded up.
         seconds: u64,
         /// Every thread and what it was doing: where it spins, or what it
         /// waits for.

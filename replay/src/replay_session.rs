@@ -11,6 +11,7 @@ use crate::loader::{self, Library};
 use crate::log_index::LogIndex;
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
+use crate::replayer::{MAX_RESTARTS, RESTART_NOTE};
 use crate::timeline::{Saved, Timeline};
 use crate::{Outcome, ReplayOptions};
 use anyhow::{anyhow, bail, Context, Result};
@@ -50,6 +51,9 @@ pub struct ReplaySession<'a> {
     epochs: Epochs,
     /// The furthest event the replay has shown output for.
     furthest: u64,
+    /// Times the replay started over with spin words it learned
+    /// ([`ReplaySession::relearned`]).
+    restarts: usize,
     exe: PathBuf,
 }
 
@@ -88,6 +92,7 @@ impl<'a> ReplaySession<'a> {
             user_checkpoints: Vec::new(),
             epochs: Epochs::new(trace),
             furthest: 0,
+            restarts: 0,
         })
     }
 
@@ -277,7 +282,9 @@ impl<'a> ReplaySession<'a> {
             // Without checkpoints (autopilot) there is no reason to pause.
             let pause_at = (self.sopts.max_checkpoints > 0).then(|| Instant::now() + self.sopts.checkpoint_interval);
             let thread_events = step.is_some() || self.sopts.stop_at_thread_events;
+            let from_start = self.mark.point == 0 && self.mark.at_segment_start();
             match self.run(&Goal { step, pause_at, traps: true, thread_events, ..Goal::default() })? {
+                Halt::Finished(Outcome::Invalid(_)) if from_start && self.relearned()? => {}
                 Halt::Segment => {
                     self.maybe_checkpoint()?;
                     if interrupt() {
@@ -287,6 +294,25 @@ impl<'a> ReplaySession<'a> {
                 halt => return Ok(self.stop_for(halt)),
             }
         }
+    }
+
+    /// After a run from the program's start that diverged: when the live
+    /// replay learned where a thread spins (spin words it did not start
+    /// with, spin.rs), starts over from the start with them, at most
+    /// [`MAX_RESTARTS`] times; true when it did. Only from the start: the
+    /// stops of the debugger's marks are counted under the spin words a
+    /// replay had, so the timeline's checkpoints go too.
+    fn relearned(&mut self) -> Result<bool> {
+        let words = self.live.spin_words();
+        if words == self.opts.spin_words || self.restarts >= MAX_RESTARTS {
+            return Ok(false);
+        }
+        self.restarts += 1;
+        eprintln!("{RESTART_NOTE}");
+        self.opts.spin_words = words;
+        self.timeline = Timeline::new(self.sopts.max_checkpoints);
+        self.restore(Origin::Start)?;
+        Ok(true)
     }
 
     /// Runs the engine to `goal` and moves the mark along.

@@ -4,7 +4,7 @@
 
 use crate::checkpoint::{Checkpoints, Policy};
 use crate::log_index::LogIndex;
-use crate::session::{ReplayOptions, Report, Session, Snapshot};
+use crate::session::{Outcome, ReplayOptions, Report, Session, Snapshot, SpinWords};
 use anyhow::Result;
 use nix::unistd::Pid;
 use std::sync::Arc;
@@ -27,12 +27,23 @@ pub struct Replayer<'a> {
     trace: &'a Trace,
     log: Arc<LogIndex>,
     checkpoints: Option<Checkpoints<Snapshot>>,
+    /// What its replays learned of the program's spin loops, handed to
+    /// every later one.
+    spin_words: SpinWords,
 }
+
+/// Times a replay starts over at most because it learned where a thread
+/// spins ([`Replayer::replay`]): one per spin loop the program reaches.
+pub(crate) const MAX_RESTARTS: usize = 4;
+
+/// What weft says as a replay starts over with new spin words.
+pub(crate) const RESTART_NOTE: &str =
+    "weft: a thread spins on memory another thread releases without a logged call; replaying from the start, handing the core over at each release";
 
 impl<'a> Replayer<'a> {
     /// A replayer that takes no checkpoints.
     pub fn new(trace: &'a Trace) -> Self {
-        Self { trace, log: Arc::new(LogIndex::new(trace)), checkpoints: None }
+        Self { trace, log: Arc::new(LogIndex::new(trace)), checkpoints: None, spin_words: SpinWords::default() }
     }
 
     /// A replayer that takes checkpoints as `policy` says.
@@ -46,10 +57,36 @@ impl<'a> Replayer<'a> {
     }
 
     /// Replays the trace under `opts`, from the latest checkpoint whose
-    /// schedule decisions `opts.schedule` shares, else from the start.
+    /// schedule decisions `opts.schedule` shares, else from the start,
+    /// with the spin words its earlier replays learned. A replay that
+    /// fails after it learned new ones (a thread spun on a lock that the
+    /// thread holding it had released and taken again before the spin was
+    /// seen) starts over from the program's start with them, at most
+    /// [`MAX_RESTARTS`] times; output already echoed is not echoed again.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
-        let resumed = self.checkpoints.as_mut().and_then(|store| resume(store, opts));
+        let mut opts = ReplayOptions { spin_words: self.spin_words.clone(), ..opts.clone() };
+        let mut report = self.replay_once(&opts, false)?;
+        for _ in 0..MAX_RESTARTS {
+            let learned = report.spin_words != self.spin_words;
+            self.spin_words = report.spin_words.clone();
+            let Outcome::Invalid(failure) = &report.outcome else { break };
+            if !learned {
+                break;
+            }
+            eprintln!("{RESTART_NOTE}");
+            opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
+            opts.spin_words = self.spin_words.clone();
+            report = self.replay_once(&opts, true)?;
+        }
+        self.spin_words = report.spin_words.clone();
+        Ok(report)
+    }
+
+    /// One replay under `opts`: from the program's start when `fresh`,
+    /// else from the best checkpoint for it.
+    fn replay_once(&mut self, opts: &ReplayOptions, fresh: bool) -> Result<Report> {
+        let resumed = self.checkpoints.as_mut().filter(|_| !fresh).and_then(|store| resume(store, opts));
         let store = self.checkpoints.as_mut();
         match resumed {
             Some((snapshot, tids)) => Session::resumed(self.trace, opts, self.log.clone(), store, snapshot, tids)?.replay(),

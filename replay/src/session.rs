@@ -19,6 +19,8 @@ mod inspect;
 mod protect;
 mod remap;
 mod snapshot;
+mod spin;
+pub use spin::SpinWords;
 mod step;
 mod stuck;
 mod traps;
@@ -76,6 +78,10 @@ pub struct ReplayOptions {
     /// Trace memory accesses by page protection from a synchronization
     /// count on ([`Report::accesses`]; fine-grained exploration).
     pub trace_accesses: Option<AccessTracing>,
+    /// The words earlier replays of the trace saw threads spin on, handed
+    /// over from the start (spin.rs; the [`crate::Replayer`] passes them
+    /// on).
+    pub spin_words: SpinWords,
 }
 
 impl Default for ReplayOptions {
@@ -87,6 +93,7 @@ impl Default for ReplayOptions {
             echo_from: 0,
             sync_trace_len: 0,
             trace_accesses: None,
+            spin_words: SpinWords::default(),
         }
     }
 }
@@ -134,6 +141,9 @@ pub struct Report {
     /// With [`ReplayOptions::trace_accesses`]: the accesses traced, in
     /// the order they were made.
     pub accesses: Vec<crate::access::Access>,
+    /// The spin words known at the end: [`ReplayOptions::spin_words`] and
+    /// those this replay learned.
+    pub spin_words: SpinWords,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -290,6 +300,8 @@ struct Proc {
     /// While it is a vfork child that has not exec'd or exited yet: its
     /// parent, whose memory its writes reach (vfork.rs).
     vfork_parent: Option<usize>,
+    /// The words a thread of it was last seen spinning on (spin.rs).
+    spin: Vec<spin::SpinWord>,
 }
 
 #[derive(Clone)]
@@ -364,6 +376,9 @@ struct Thread {
     /// counter Redis's I/O threads clear). Before it runs again, such a
     /// thread runs to its next point ([`Session::pick`]).
     spun: bool,
+    /// The debug registers (a bit per register) that watch its process's
+    /// spin words for its writes (spin.rs).
+    spin_watch: u8,
 }
 
 impl Thread {
@@ -395,6 +410,7 @@ impl Thread {
             exit_due: false,
             filters: Vec::new(),
             spun: false,
+            spin_watch: 0,
         }
     }
 }
@@ -596,7 +612,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, shares_vm: false, wipe_on_fork: false, vfork_parent: None };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, shares_vm: false, wipe_on_fork: false, vfork_parent: None, spin: opts.spin_words.of(meta.pid).to_vec() };
         let state = State {
             procs: vec![root],
             root_end: None,
@@ -678,6 +694,7 @@ impl<'a> Session<'a> {
             self.kill();
         }
         Ok(Report {
+            spin_words: self.spin_words(),
             fingerprint,
             outcome: outcome?,
             sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),

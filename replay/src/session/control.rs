@@ -92,8 +92,12 @@ impl Session<'_> {
                 Over::Ran(watch @ Some(_)) if traps => return stepped(watch),
                 Over::Ran(watch) if one_step => return stepped(watch),
                 Over::Ran(_) | Over::Nothing => {
+                    self.arm_spin_watch(i)?;
                     let turn = self.state.turn_slice.at(self.state.pos);
-                    let slice = self.skip_slice(i).or_else(|| (self.parkable(i) || self.may_spin_aside(i)).then_some(turn));
+                    let slice = self.skip_slice(i).or_else(|| {
+                        let spin_check = self.spin_check_due(i).then_some(super::PARK_AFTER);
+                        (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check)
+                    });
                     self.watchdog.arm(tid, slice);
                     if sysemu {
                         self.state.threads[i].exit_due = false;
@@ -107,6 +111,11 @@ impl Session<'_> {
                 }
             };
             if matches!(status, WaitStatus::Stopped(_, libc::SIGTRAP)) {
+                match self.spin_watch_stop(i)? {
+                    Some(true) => return Ok(Advance::Point),
+                    Some(false) => continue,
+                    None => {}
+                }
                 match self.hunt_stop(i)? {
                     Some(true) => return Ok(Advance::Point),
                     Some(false) => continue,
@@ -189,7 +198,19 @@ impl Session<'_> {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     self.state.threads[i].at = At::Parked;
                     self.state.threads[i].spun = self.next_owner() == Some(i);
-                    self.state.turn_slice.parked(self.state.pos);
+                    // Threads taking turns halve the slice; a spin check
+                    // (nobody to hand over to) leaves it.
+                    if !self.state.threads[i].spun || self.can_hand_over(i) {
+                        self.state.turn_slice.parked(self.state.pos);
+                    }
+                    // A spin on words the replay did not start with, and
+                    // no thread to hand over to: the lock's holder ran
+                    // past its release before the spin was seen. The
+                    // replay starts over with them (Replayer::replay,
+                    // ReplaySession::relearned).
+                    if self.state.threads[i].spun && self.learn_spin_words(i)? && !self.can_hand_over(i) {
+                        return Ok(Advance::Livelock(self.state.threads[i].regs.rip));
+                    }
                     return Ok(Advance::Point);
                 }
                 WaitStatus::Stopped(_, libc::SIGTRAP) => match self.debugger_trap(i, traps, None)? {
@@ -355,7 +376,7 @@ impl Session<'_> {
     /// hold it up; in the recording both ran at once; and two threads of
     /// a process that spin on each other's unlogged writes, Redis's main
     /// and I/O threads, take turns).
-    fn parkable(&self, i: usize) -> bool {
+    pub(super) fn parkable(&self, i: usize) -> bool {
         self.next_owner().is_some_and(|j| j != i && (self.runnable(j) || self.parked_fellows(i).any(|k| k == j)))
     }
 
@@ -364,7 +385,28 @@ impl Session<'_> {
     /// thread of its process can run or was set aside, which may have
     /// unlogged work left that `i` waits for.
     fn may_spin_aside(&self, i: usize) -> bool {
-        self.next_owner() == Some(i) && (self.fellows(i).next().is_some() || self.parked_fellows(i).next().is_some())
+        self.next_owner() == Some(i) && self.can_hand_over(i)
+    }
+
+    /// Whether thread `i`, whose own event is the log's next, is set
+    /// aside after a full slice to see whether it spins (spin.rs) while
+    /// no thread can take over: another thread of its process waits at
+    /// its next event for its turn, and may hold what `i` spins on.
+    fn spin_check_due(&self, i: usize) -> bool {
+        self.next_owner() == Some(i) && self.fellow_waits_for_its_turn(i)
+    }
+
+    /// Whether another thread of `i`'s process can run, or was set aside.
+    fn can_hand_over(&self, i: usize) -> bool {
+        self.fellows(i).next().is_some() || self.parked_fellows(i).next().is_some()
+    }
+
+    /// Whether another thread of `i`'s process waits at its next event
+    /// for its turn in the log (it may hold a lock it took again after
+    /// its last event, which only a replay that knows `i`'s spin words
+    /// hands over in time).
+    fn fellow_waits_for_its_turn(&self, i: usize) -> bool {
+        self.others_of_process(i).any(|k| matches!(self.state.threads[k].at, At::Entry(_) | At::Fault(_)))
     }
 
     /// Thread `i` is about to be resumed: its tid, and the signal to

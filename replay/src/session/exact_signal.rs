@@ -328,6 +328,11 @@ impl Session<'_> {
 }
 
 impl Hunt {
+    /// The thread (replay tid) whose debug register holds the breakpoint.
+    pub(super) fn tid(&self) -> Pid {
+        self.tid
+    }
+
     /// After a hit that differed by `d` from the recorded state, with the
     /// thread's rsp `rsp`: the loop counter to skip hits by, when this hit
     /// and the latest such one before (other hits of the same pc, in other

@@ -181,6 +181,12 @@ impl Protect {
         self.switch_to.is_some()
     }
 
+    /// Whether any memory is closed for tracing or a reversal (a thread
+    /// that touches it stops with SIGSEGV).
+    pub(super) fn closed_any(&self) -> bool {
+        !self.ranges.is_empty() || !self.pending.is_empty()
+    }
+
     /// Whether thread `j` is held by a reversal.
     pub(super) fn holds(&self, j: usize) -> bool {
         self.held == Some(j)

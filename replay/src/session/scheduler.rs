@@ -866,7 +866,7 @@ impl Session<'_> {
     }
 
     /// The threads other than `j` of `j`'s process.
-    fn others_of_process(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn others_of_process(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
         let proc = self.state.threads[j].proc;
         (0..self.state.threads.len()).filter(move |&t| t != j && self.state.threads[t].proc == proc)
     }

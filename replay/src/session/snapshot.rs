@@ -77,6 +77,9 @@ impl<'a> Session<'a> {
         let p = &mut state.procs[state.threads[s.cur].proc];
         p.pid = pid;
         p.mem = Arc::new(weft_record::tracee::Memory::open(pid)?);
+        for p in state.procs.iter_mut().filter(|p| p.spin.is_empty()) {
+            p.spin = opts.spin_words.of(p.rec).to_vec();
+        }
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;

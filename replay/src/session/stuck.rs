@@ -67,9 +67,12 @@ impl Session<'_> {
     }
 
     /// The livelock failure: thread `i` ran (or spun) at `pc` until the
-    /// watchdog's limit passed without progress.
+    /// watchdog's limit passed without progress, or until it was seen
+    /// spinning with no thread to take over (spin.rs).
     pub(super) fn livelock(&self, i: usize, pc: u64) -> Failure {
-        Failure::Livelock { at: self.position(i), pc, seconds: self.watchdog.limit_secs(), threads: self.stuck_threads() }
+        // A spin seen before the limit (spin.rs) stops the replay sooner.
+        let seconds = self.watchdog.limit_secs().min(self.watchdog.idle().as_secs_f64().ceil() as u64);
+        Failure::Livelock { at: self.position(i), pc, seconds, threads: self.stuck_threads() }
     }
 
     /// What thread `t`, blocked on the word at `addr` (a priority-inheritance

@@ -144,12 +144,17 @@ impl Watchpoints {
 
     /// A debug register no watchpoint uses.
     pub(super) fn free_slot(&self) -> Option<usize> {
-        self.slots[..self.debugger_slots()].iter().position(Option::is_none)
+        self.free_slots().next()
+    }
+
+    /// The debug registers no watchpoint uses.
+    pub(super) fn free_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots[..self.debugger_slots()].iter().enumerate().filter(|(_, w)| w.is_none()).map(|(n, _)| n)
     }
 
     /// Programs thread `tid`'s debug registers. Errors: ptrace refused.
     pub(crate) fn apply(&self, tid: Pid) -> Result<()> {
-        self.program(tid, None, 0)
+        self.program(tid, &[], 0)
     }
 
     /// Programs thread `tid`'s debug registers with these watchpoints and
@@ -157,7 +162,7 @@ impl Watchpoints {
     /// length 00: it traps before the instruction executes, and the kernel
     /// sets RF so that resuming executes it). Errors: ptrace refused.
     pub(super) fn apply_with_breakpoint(&self, tid: Pid, slot: usize, addr: u64) -> Result<()> {
-        self.program(tid, Some((slot, addr)), 0)
+        self.program(tid, &[(slot, addr)], 0)
     }
 
     /// Programs thread `tid`'s debug registers with these watchpoints and
@@ -165,27 +170,41 @@ impl Watchpoints {
     /// one (R/W 01, length 10: it traps after the writing instruction).
     /// Errors: ptrace refused.
     pub(super) fn apply_with_write_watch(&self, tid: Pid, slot: usize, addr: u64) -> Result<()> {
-        self.program(tid, Some((slot, addr)), 0b01 << (16 + 4 * slot) | 0b10 << (18 + 4 * slot))
+        self.apply_with_write_watches(tid, &[(slot, addr)])
     }
 
-    /// `own`: a register of the replay's own (slot, address), enabled with
-    /// `own_dr7`'s R/W and length bits (none: an execution breakpoint).
-    fn program(&self, tid: Pid, own: Option<(usize, u64)>, own_dr7: u64) -> Result<()> {
+    /// Programs thread `tid`'s debug registers with these watchpoints and
+    /// one on writes of each 8-byte-aligned word of `own` (slot, address),
+    /// in free registers. Errors: ptrace refused.
+    pub(super) fn apply_with_write_watches(&self, tid: Pid, own: &[(usize, u64)]) -> Result<()> {
+        let dr7 = own.iter().fold(0, |dr7, &(slot, _)| dr7 | 0b01 << (16 + 4 * slot) | 0b10 << (18 + 4 * slot));
+        self.program(tid, own, dr7)
+    }
+
+    /// `own`: registers of the replay's own (slot, address), enabled with
+    /// `own_dr7`'s R/W and length bits (none: execution breakpoints).
+    fn program(&self, tid: Pid, own: &[(usize, u64)], own_dr7: u64) -> Result<()> {
         // DR7 off first: the kernel checks each enabled address as it is set.
         poke(tid, 7, 0)?;
         let locks: Vec<(usize, u64)> = self.lock_slots().collect();
         for (n, w) in self.slots.iter().enumerate() {
             let lock = locks.iter().find(|&&(slot, _)| slot == n).map(|&(_, word)| word);
+            let own = own.iter().find(|&&(slot, _)| slot == n).map(|&(_, addr)| addr);
             let addr = match (w, own, lock) {
                 (Some(w), _, _) => w.addr,
-                (None, Some((slot, addr)), _) if slot == n => addr,
+                (None, Some(addr), _) => addr,
                 (None, _, Some(word)) => word,
                 _ => 0,
             };
             poke(tid, n, addr)?;
         }
-        poke(tid, 7, self.dr7() | own.map_or(0, |(slot, _)| 1 << (2 * slot) | own_dr7))
+        poke(tid, 7, self.dr7() | own.iter().fold(0, |dr7, &(slot, _)| dr7 | 1 << (2 * slot)) | own_dr7)
     }
+}
+
+/// Thread `tid`'s DR6, left as it is. Errors: ptrace.
+pub(super) fn peek_dr6(tid: Pid) -> Result<u64> {
+    peek(tid, 6)
 }
 
 /// Reads and clears thread `tid`'s DR6: the debug registers that trapped
