@@ -107,9 +107,9 @@ impl Session<'_> {
     /// steps it once around its loop to find the words it spins on, which
     /// become its process's [`SpinWord`]s; true when it spins on words
     /// the replay did not start with (a replay from the start with them
-    /// would hand the core over at their release). A spin
-    /// comes back to where it was with every register as it was (a loop
-    /// that computes changes one). Nothing is learned when the debugger
+    /// would hand the core over at their release). A spin comes back to
+    /// where it was with every register as it was (a loop that computes
+    /// changes one). Nothing is learned when the debugger
     /// has watchpoints (their hits would be ambiguous), when the thread is
     /// the signal search's, while memory is closed for access tracing (a
     /// step could fault), or when the code it runs is no spin (a syscall,
@@ -122,6 +122,20 @@ impl Session<'_> {
         if self.watchpoints.iter().next().is_some() || hunting || self.state.protect.closed_any() {
             return Ok(false);
         }
+        let Some(words) = self.spin_loop_words(i)? else { return Ok(false) };
+        let proc = &mut self.state.procs[self.state.threads[i].proc];
+        if proc.spin != words {
+            tracing::debug!(thread = self.state.threads[i].rec, ?words, "spin words");
+            proc.spin = words;
+        }
+        Ok(proc.spin != self.opts.spin_words.of(proc.rec))
+    }
+
+    /// Steps thread `i` once around the loop it is in: the words the loop
+    /// reads, those of a read-modify-write first, else in the loop's
+    /// order; `None` when it is no spin (see [`Session::learn_spin_words`])
+    /// or reads no such word. Errors as [`Session::learn_spin_words`].
+    fn spin_loop_words(&mut self, i: usize) -> Result<Option<Vec<SpinWord>>> {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().map_err(|e| anyhow!("capstone: {e}"))?;
         let start = self.state.threads[i].regs;
         let mut regs = start;
@@ -132,13 +146,13 @@ impl Session<'_> {
                 break;
             }
             if n == MAX_STEPS {
-                return Ok(false);
+                return Ok(None);
             }
             let code = self.mem(i).read(regs.rip, 16)?;
             let insns = cs.disasm_count(&code, regs.rip, 1).map_err(|e| anyhow!("capstone: {e}"))?;
-            let Some(insn) = insns.iter().next() else { return Ok(false) };
+            let Some(insn) = insns.iter().next() else { return Ok(None) };
             if leaves_loop(insn.bytes()) {
-                return Ok(false);
+                return Ok(None);
             }
             let rmw = insn.mnemonic().is_some_and(|m| m.starts_with("lock") || m == "xchg");
             for word in self.shared_operands(i, &cs, insn, &regs)? {
@@ -146,24 +160,15 @@ impl Session<'_> {
                     found.push((rmw, word));
                 }
             }
-            let Some(next) = self.step_one(i)? else { return Ok(false) };
+            let Some(next) = self.step_one(i)? else { return Ok(None) };
             regs = next;
         }
-        if !same_registers(&start, &regs) {
-            return Ok(false);
+        if !same_registers(&start, &regs) || found.is_empty() {
+            return Ok(None);
         }
         // Stable: the loop's order within each kind.
         found.sort_by_key(|&(rmw, _)| !rmw);
-        let words: Vec<SpinWord> = found.into_iter().map(|(_, w)| w).collect();
-        if words.is_empty() {
-            return Ok(false);
-        }
-        let proc = &mut self.state.procs[self.state.threads[i].proc];
-        if proc.spin != words {
-            tracing::debug!(thread = self.state.threads[i].rec, ?words, "spin words");
-            proc.spin = words;
-        }
-        Ok(proc.spin != self.opts.spin_words.of(proc.rec))
+        Ok(Some(found.into_iter().map(|(_, w)| w).collect()))
     }
 
     /// Executes one instruction of thread `i` (stopped, not at a syscall
