@@ -78,10 +78,12 @@ fn spin_locks_around_logged_calls_replay_in_log_order() {
             let rec = record_with(&trace, &flags, &[prog.to_str().unwrap(), kind], Stdio::null());
             let out = String::from_utf8_lossy(&rec.stdout).into_owned();
             assert!(out.ends_with("total 1200\n"), "{name}: {}", err(&rec));
-            // Lines "THREAD ROUND": the lock changed hands at each new thread.
+            // Lines "THREAD ROUND": the lock changed hands at each new
+            // thread (about 800 times on an idle machine). Twice is enough
+            // for a handoff the log orders against the releasing thread.
             let holders: Vec<&str> = out.lines().filter_map(|l| l.split(' ').next()).filter(|t| t.parse::<u32>().is_ok()).collect();
             let handoffs = holders.windows(2).filter(|w| w[0] != w[1]).count();
-            assert!(handoffs >= 10, "{name}: the lock changed hands {handoffs} times only");
+            assert!(handoffs >= 2, "{name}: the lock changed hands {handoffs} times only");
             let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "30"]);
             assert_replays_as_recorded(&name, &rec, &rep);
         }

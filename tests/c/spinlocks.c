@@ -48,7 +48,7 @@ static void *worker(void *arg) {
         total += id;
         int taken = ++takes;
         __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-        for (int k = 0; k < 20000 && takes == taken; k++)
+        for (int k = 0; k < 200000 && takes == taken; k++)
             __builtin_ia32_pause();
     }
     return NULL;
