@@ -66,21 +66,20 @@ impl<'a> Replayer<'a> {
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
         let mut opts = ReplayOptions { spin_words: self.spin_words.clone(), ..opts.clone() };
-        let mut report = self.replay_once(&opts, false)?;
-        for _ in 0..MAX_RESTARTS {
-            let learned = report.spin_words != self.spin_words;
+        let mut restart = 0;
+        loop {
+            let report = self.replay_once(&opts, restart > 0)?;
             self.spin_words = report.spin_words.clone();
-            let Outcome::Invalid(failure) = &report.outcome else { break };
-            if !learned {
-                break;
+            match &report.outcome {
+                Outcome::Invalid(failure) if report.spin_words != opts.spin_words && restart < MAX_RESTARTS => {
+                    eprintln!("{RESTART_NOTE}");
+                    opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
+                    opts.spin_words = report.spin_words;
+                    restart += 1;
+                }
+                _ => return Ok(report),
             }
-            eprintln!("{RESTART_NOTE}");
-            opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
-            opts.spin_words = self.spin_words.clone();
-            report = self.replay_once(&opts, true)?;
         }
-        self.spin_words = report.spin_words.clone();
-        Ok(report)
     }
 
     /// One replay under `opts`: from the program's start when `fresh`,
