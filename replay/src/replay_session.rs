@@ -11,7 +11,7 @@ use crate::loader::{self, Library};
 use crate::log_index::LogIndex;
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
-use crate::replayer::{MAX_RESTARTS, RESTART_NOTE};
+use crate::replayer::MAX_RESTARTS;
 use crate::timeline::{Saved, Timeline};
 use crate::{Outcome, ReplayOptions};
 use anyhow::{anyhow, bail, Context, Result};
@@ -297,19 +297,20 @@ impl<'a> ReplaySession<'a> {
     }
 
     /// After a run from the program's start that diverged: when the live
-    /// replay learned where a thread spins (spin words it did not start
-    /// with, spin.rs), starts over from the start with them, at most
-    /// [`MAX_RESTARTS`] times; true when it did. Only from the start: the
-    /// stops of the debugger's marks are counted under the spin words a
-    /// replay had, so the timeline's checkpoints go too.
+    /// replay learned something it did not start with ([`crate::Lessons`]:
+    /// where a thread spins, a wake whose logged waker goes first), starts
+    /// over from the start with it, at most [`MAX_RESTARTS`] times; true
+    /// when it did. Only from the start: the stops of the debugger's marks
+    /// are counted under the lessons a replay had, so the timeline's
+    /// checkpoints go too.
     fn relearned(&mut self) -> Result<bool> {
-        let words = self.live.spin_words();
-        if words == self.opts.spin_words || self.restarts >= MAX_RESTARTS {
+        let lessons = self.live.lessons();
+        if lessons == self.opts.lessons || self.restarts >= MAX_RESTARTS {
             return Ok(false);
         }
         self.restarts += 1;
-        eprintln!("{RESTART_NOTE}");
-        self.opts.spin_words = words;
+        eprintln!("{}", lessons.restart_note(&self.opts.lessons));
+        self.opts.lessons = lessons;
         self.timeline = Timeline::new(self.sopts.max_checkpoints);
         self.restore(Origin::Start)?;
         Ok(true)

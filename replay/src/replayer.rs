@@ -4,7 +4,8 @@
 
 use crate::checkpoint::{Checkpoints, Policy};
 use crate::log_index::LogIndex;
-use crate::session::{Outcome, ReplayOptions, Report, Session, Snapshot, SpinWords};
+use crate::lessons::Lessons;
+use crate::session::{Outcome, ReplayOptions, Report, Session, Snapshot};
 use anyhow::Result;
 use nix::unistd::Pid;
 use std::sync::Arc;
@@ -27,23 +28,19 @@ pub struct Replayer<'a> {
     trace: &'a Trace,
     log: Arc<LogIndex>,
     checkpoints: Option<Checkpoints<Snapshot>>,
-    /// What its replays learned of the program's spin loops, handed to
-    /// every later one.
-    spin_words: SpinWords,
+    /// What its replays learned, handed to every later one.
+    lessons: Lessons,
 }
 
-/// Times a replay starts over at most because it learned where a thread
-/// spins ([`Replayer::replay`]): one per spin loop the program reaches.
+/// Times a replay starts over at most because it learned something
+/// ([`Replayer::replay`]): one per spin loop or misjudged wake the program
+/// reaches.
 pub(crate) const MAX_RESTARTS: usize = 4;
-
-/// What weft says as a replay starts over with new spin words.
-pub(crate) const RESTART_NOTE: &str =
-    "weft: a thread spins on memory another thread releases without a logged call; replaying from the start, handing the core over at each release";
 
 impl<'a> Replayer<'a> {
     /// A replayer that takes no checkpoints.
     pub fn new(trace: &'a Trace) -> Self {
-        Self { trace, log: Arc::new(LogIndex::new(trace)), checkpoints: None, spin_words: SpinWords::default() }
+        Self { trace, log: Arc::new(LogIndex::new(trace)), checkpoints: None, lessons: Lessons::default() }
     }
 
     /// A replayer that takes checkpoints as `policy` says.
@@ -58,23 +55,24 @@ impl<'a> Replayer<'a> {
 
     /// Replays the trace under `opts`, from the latest checkpoint whose
     /// schedule decisions `opts.schedule` shares, else from the start,
-    /// with the spin words its earlier replays learned. A replay that
+    /// with the [`Lessons`] its earlier replays learned. A replay that
     /// fails after it learned new ones (a thread spun on a lock that the
     /// thread holding it had released and taken again before the spin was
-    /// seen) starts over from the program's start with them, at most
-    /// [`MAX_RESTARTS`] times; output already echoed is not echoed again.
+    /// seen; a thread run ahead of a logged wake made it) starts over from
+    /// the program's start with them, at most [`MAX_RESTARTS`] times;
+    /// output already echoed is not echoed again.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
-        let mut opts = ReplayOptions { spin_words: self.spin_words.clone(), ..opts.clone() };
+        let mut opts = ReplayOptions { lessons: self.lessons.clone(), ..opts.clone() };
         let mut restart = 0;
         loop {
             let report = self.replay_once(&opts, restart > 0)?;
-            self.spin_words = report.spin_words.clone();
+            self.lessons = report.lessons.clone();
             match &report.outcome {
-                Outcome::Invalid(failure) if report.spin_words != opts.spin_words && restart < MAX_RESTARTS => {
-                    eprintln!("{RESTART_NOTE}");
+                Outcome::Invalid(failure) if report.lessons != opts.lessons && restart < MAX_RESTARTS => {
+                    eprintln!("{}", report.lessons.restart_note(&opts.lessons));
                     opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
-                    opts.spin_words = report.spin_words;
+                    opts.lessons = report.lessons;
                     restart += 1;
                 }
                 _ => return Ok(report),

@@ -36,6 +36,7 @@ use crate::checkpoint::{AltStack, Checkpoints};
 use crate::digest::Digest;
 use crate::exec_alias::ExecAlias;
 use crate::failure::Failure;
+use crate::lessons::Lessons;
 use crate::fds::Fds;
 use crate::futex::{Queues, Wait};
 use crate::log_index::LogIndex;
@@ -46,7 +47,7 @@ use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -78,10 +79,10 @@ pub struct ReplayOptions {
     /// Trace memory accesses by page protection from a synchronization
     /// count on ([`Report::accesses`]; fine-grained exploration).
     pub trace_accesses: Option<AccessTracing>,
-    /// The words earlier replays of the trace saw threads spin on, handed
-    /// over from the start (spin.rs; the [`crate::Replayer`] passes them
-    /// on).
-    pub spin_words: SpinWords,
+    /// What earlier replays of the trace learned (spin words, wakes whose
+    /// logged waker goes first), acted on from the start; the
+    /// [`crate::Replayer`] passes them on.
+    pub lessons: Lessons,
 }
 
 impl Default for ReplayOptions {
@@ -93,7 +94,7 @@ impl Default for ReplayOptions {
             echo_from: 0,
             sync_trace_len: 0,
             trace_accesses: None,
-            spin_words: SpinWords::default(),
+            lessons: Lessons::default(),
         }
     }
 }
@@ -141,9 +142,9 @@ pub struct Report {
     /// With [`ReplayOptions::trace_accesses`]: the accesses traced, in
     /// the order they were made.
     pub accesses: Vec<crate::access::Access>,
-    /// The spin words known at the end: [`ReplayOptions::spin_words`] and
-    /// those this replay learned.
-    pub spin_words: SpinWords,
+    /// What is known at the end: [`ReplayOptions::lessons`] and what this
+    /// replay learned.
+    pub lessons: Lessons,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -577,6 +578,9 @@ struct State {
     protect: protect::Protect,
     /// How long the next thread that may be parked runs before it is.
     turn_slice: TurnSlice,
+    /// [`Lessons::wakers_first`]: those the replay started with and those
+    /// it learned (scheduler.rs, `wake_taken`).
+    wakers_first: BTreeSet<usize>,
 }
 
 impl<'a> Session<'a> {
@@ -612,7 +616,7 @@ impl<'a> Session<'a> {
             mem.write(tracee::execfn(&mem, regs.rsp)?, &meta.exec_path)?;
         }
         let main = Thread::new(meta.pid, 0, pid, regs, 0);
-        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, shares_vm: false, wipe_on_fork: false, vfork_parent: None, spin: opts.spin_words.of(meta.pid).to_vec() };
+        let root = Proc { rec: meta.pid, pid, mem: Arc::new(mem), sync: SyncPoints::default(), fds: Fds::default(), live: true, runtime_control: None, runtime_off_at: None, runtime_disabled: false, shares_vm: false, wipe_on_fork: false, vfork_parent: None, spin: opts.lessons.spin_words.of(meta.pid).to_vec() };
         let state = State {
             procs: vec![root],
             root_end: None,
@@ -636,6 +640,7 @@ impl<'a> Session<'a> {
             aliases: WordAliases::default(),
             protect: protect::Protect::new(opts.trace_accesses, opts.schedule.reversals()),
             turn_slice: TurnSlice::new(),
+            wakers_first: opts.lessons.wakers_first.clone(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;
@@ -685,6 +690,12 @@ impl<'a> Session<'a> {
         &self.state.procs[0]
     }
 
+    /// What is known now: the lessons the replay started with and those it
+    /// learned.
+    pub(crate) fn lessons(&self) -> Lessons {
+        Lessons { spin_words: self.spin_words(), wakers_first: self.state.wakers_first.clone() }
+    }
+
     /// Runs the replay to its end and reports.
     pub(crate) fn replay(mut self) -> Result<Report> {
         let resumed_at = self.resumed.then_some(self.state.sync_count);
@@ -694,7 +705,7 @@ impl<'a> Session<'a> {
             self.kill();
         }
         Ok(Report {
-            spin_words: self.spin_words(),
+            lessons: self.lessons(),
             fingerprint,
             outcome: outcome?,
             sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),

@@ -1186,7 +1186,7 @@ impl Session<'_> {
         let fds = self.state.procs[parent].fds.clone();
         let super::Proc { runtime_control, runtime_off_at, runtime_disabled, .. } = self.state.procs[parent];
         let mem = std::sync::Arc::new(mem);
-        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, shares_vm: false, wipe_on_fork: false, vfork_parent: None, spin: self.opts.spin_words.of(rec).to_vec() };
+        let proc = super::Proc { rec, pid, mem, sync, fds, live: true, runtime_control, runtime_off_at, runtime_disabled, shares_vm: false, wipe_on_fork: false, vfork_parent: None, spin: self.opts.lessons.spin_words.of(rec).to_vec() };
         self.state.procs.push(proc);
         Ok(self.state.procs.len() - 1)
     }

@@ -278,6 +278,7 @@ impl Session<'_> {
                 Ok(Step::Stay)
             }
             At::Entry(e) if e.nr == weft_record::runtime::NR_SYNC && self.unlogged_wake(i, &e) => {
+                self.wake_taken(i, &e);
                 // A run-on ends at the thread's next futex call.
                 self.state.threads[i].runs_on = None;
                 self.finish_syscall(i, 0)?;
@@ -414,6 +415,24 @@ impl Session<'_> {
         }
         let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
         !matches!(self.next_logged(i).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if *var == word)
+    }
+
+    /// Unlogged wake `e` of thread `i` ([`Session::unlogged_wake`]) woke
+    /// the word whose wake by another thread is the log's next event: `i`
+    /// ran ahead of that wake ([`Session::finisher_before`]) and woke the
+    /// waiter in the logged waker's place (a producer run to its return
+    /// whose first send found the consumer parked: the logged waker's
+    /// send then finds nobody to wake). Learned: at this wake, the logged
+    /// waker goes first ([`crate::Lessons::wakers_first`]), which a replay
+    /// from the start acts on. `tests/rust/producers.rs`: 8 of 10
+    /// recordings valid in log order without it, all 10 with.
+    fn wake_taken(&mut self, i: usize, e: &super::Entry) {
+        use weft_record::event::{Sync, SyncOp};
+        let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
+        let Some(next) = self.trace.events.get(self.state.pos) else { return };
+        if next.tid != self.state.threads[i].rec && matches!(&next.kind, EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }) if *var == word) {
+            self.state.wakers_first.insert(self.state.pos);
+        }
     }
 
     /// Whether thread `j` is at the start of a wait that the log does not
@@ -817,6 +836,9 @@ impl Session<'_> {
             }
             _ => return None,
         };
+        if wake && self.state.wakers_first.contains(&self.state.pos) {
+            return None;
+        }
         // Each candidate with the index of the event that ends its stretch.
         let stretch_end = |t: usize| {
             let rec = self.state.threads[t].rec;

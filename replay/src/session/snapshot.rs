@@ -33,11 +33,13 @@ impl Snapshot {
     /// digest and sync trace (the schedule is the checkpoint's business).
     /// A replay that traces accesses resumes only from before the tracing
     /// starts (race reversals are the checkpoint's business, as
-    /// preemptions are).
+    /// preemptions are), and one that knows a wake's waker goes first
+    /// only from before that wake or from a replay that knew it too.
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
         self.state.digest.is_some() == opts.digest
             && self.state.sync_trace.capacity() == opts.sync_trace_len
             && opts.trace_accesses.is_none_or(|t| self.state.sync_count < t.from)
+            && opts.lessons.wakers_first.range(..self.state.pos).all(|k| self.state.wakers_first.contains(k))
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -78,8 +80,9 @@ impl<'a> Session<'a> {
         p.pid = pid;
         p.mem = Arc::new(weft_record::tracee::Memory::open(pid)?);
         for p in state.procs.iter_mut().filter(|p| p.spin.is_empty()) {
-            p.spin = opts.spin_words.of(p.rec).to_vec();
+            p.spin = opts.lessons.spin_words.of(p.rec).to_vec();
         }
+        state.wakers_first.extend(&opts.lessons.wakers_first);
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;

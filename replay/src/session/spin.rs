@@ -54,8 +54,8 @@ const STACK_REACH: u64 = 64 << 10;
 /// What replays of a trace learned of its spin loops: for each process
 /// (its recorded pid), the words a thread of it was seen spinning on. A
 /// replay starts with what earlier replays of the trace learned
-/// ([`crate::ReplayOptions::spin_words`]) and reports what it knows at its
-/// end ([`crate::Report::spin_words`]): the addresses are the same in
+/// ([`crate::Lessons::spin_words`]) and reports what it knows at its
+/// end ([`crate::Report::lessons`]): the addresses are the same in
 /// every replay (ASLR is off, the log holds the mappings).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpinWords(BTreeMap<Tid, Vec<SpinWord>>);
@@ -95,8 +95,8 @@ impl SpinWord {
 impl Session<'_> {
     /// The spin words known now: those the replay started with and those
     /// it learned.
-    pub(crate) fn spin_words(&self) -> SpinWords {
-        let mut words = self.opts.spin_words.clone();
+    pub(super) fn spin_words(&self) -> SpinWords {
+        let mut words = self.opts.lessons.spin_words.clone();
         for p in &self.state.procs {
             words.set(p.rec, &p.spin);
         }
@@ -128,7 +128,7 @@ impl Session<'_> {
             tracing::debug!(thread = self.state.threads[i].rec, ?words, "spin words");
             proc.spin = words;
         }
-        Ok(proc.spin != self.opts.spin_words.of(proc.rec))
+        Ok(proc.spin != self.opts.lessons.spin_words.of(proc.rec))
     }
 
     /// Steps thread `i` once around the loop it is in: the words the loop
@@ -240,7 +240,7 @@ impl Session<'_> {
     pub(super) fn arm_spin_watch(&mut self, i: usize) -> Result<()> {
         let t = &self.state.threads[i];
         let tid = t.tid;
-        let words = self.opts.spin_words.of(self.state.procs[t.proc].rec);
+        let words = self.opts.lessons.spin_words.of(self.state.procs[t.proc].rec);
         let hunting = self.hunt.as_ref().is_some_and(|h| h.tid() == tid);
         let mut watched: Vec<u64> = Vec::new();
         if !words.is_empty() && !hunting && self.parkable(i) {
@@ -276,7 +276,7 @@ impl Session<'_> {
         }
         traps::take_dr6(tid)?;
         let mut released = false;
-        for w in self.opts.spin_words.of(self.state.procs[proc].rec) {
+        for w in self.opts.lessons.spin_words.of(self.state.procs[proc].rec) {
             released |= self.read_spin_value(i, w.addr, w.len)? != w.seen;
         }
         if released {
