@@ -144,7 +144,7 @@ fn run(cli: Cli) -> Result<i32> {
             if !autopilot {
                 let given = (!preempt.is_empty()).then(|| weft_replay::Schedule::parse(&preempt)).transpose()?;
                 let explore = weft_explore::ExploreOptions {
-                    replay: weft_replay::ReplayOptions { livelock_timeout, ..Default::default() },
+                    replay: weft_replay::ReplayOptions { livelock_timeout, lessons: load_lessons(&dir), ..Default::default() },
                     max_attempts,
                     ..Default::default()
                 };
@@ -159,8 +159,9 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 weft_replay::Schedule::parse(&preempt)?
             };
+            let lessons = load_lessons(&dir);
             let replay_opts =
-                weft_replay::ReplayOptions { schedule, digest, livelock_timeout, ..Default::default() };
+                weft_replay::ReplayOptions { schedule, digest, livelock_timeout, lessons, ..Default::default() };
             let known = !preempt.is_empty() || saved.exists();
             replay(&dir, weft_explore::ExploreOptions { replay: replay_opts, max_attempts, ..Default::default() }, known)
         }
@@ -236,14 +237,41 @@ fn exit_code(end: &End) -> i32 {
 /// exploration found, so the next replay needs no search.
 const SCHEDULE_FILE: &str = "schedule";
 
+/// Where in a trace directory `weft replay` keeps what its replays learned
+/// ([`weft_replay::Lessons`]), so the next replay and debugging session
+/// start with it.
+const LESSONS_FILE: &str = "lessons";
+
+/// The lessons kept in trace directory `dir`; none, with a warning, when
+/// the file is damaged (they are only a head start).
+fn load_lessons(dir: &Path) -> weft_replay::Lessons {
+    weft_replay::Lessons::load(&dir.join(LESSONS_FILE)).unwrap_or_else(|e| {
+        eprintln!("weft: warning: {e:#}; replaying without what earlier replays learned");
+        Default::default()
+    })
+}
+
+/// Keeps `lessons` in trace directory `dir` when they say more than
+/// `known`, those the replay started with. A trace directory weft may not
+/// write to keeps none, with a warning.
+fn save_lessons(dir: &Path, lessons: &weft_replay::Lessons, known: &weft_replay::Lessons) {
+    if lessons != known {
+        if let Err(e) = lessons.save(&dir.join(LESSONS_FILE)) {
+            eprintln!("weft: warning: {e:#}; later replays will learn it again");
+        }
+    }
+}
+
 /// Replays (searching for a schedule if the log order fails), reports the
 /// outcome on stderr, and saves a schedule that was found.
 fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result<i32> {
     let trace = open_trace(dir)?;
     if (known || opts.max_attempts == 1) && !opts.replay.digest {
-        match autopilot(&trace, &opts.replay)? {
+        let (outcome, lessons) = autopilot(&trace, &opts.replay)?;
+        match outcome {
             Ok((end, stuck)) => {
                 report_valid(&end, trace.events.len() as u64, &stuck);
+                save_lessons(dir, &lessons, &opts.replay.lessons);
                 return Ok(0);
             }
             Err(failure) if opts.max_attempts == 1 => {
@@ -266,6 +294,7 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
             if explored || !dir.join(SCHEDULE_FILE).exists() {
                 save_schedule(dir, &found)?;
             }
+            save_lessons(dir, &found.report.lessons, &opts.replay.lessons);
             Ok(0)
         }
         weft_replay::Outcome::Invalid(failure) => {
@@ -298,17 +327,28 @@ fn report_valid(end: &End, events: u64, stuck: &[String]) {
 /// recorded end with no debugger attached, echoing the program's output,
 /// and checks how it ended against the log. Returns the recorded end, or
 /// the failure; with the end, where each thread was stuck if the recording
-/// was killed from outside. Errors: weft's own (ptrace).
-fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<Result<(End, Vec<String>), weft_replay::Failure>> {
+/// was killed from outside; and what the replay knows at its end
+/// ([`weft_replay::Lessons`]). Errors: weft's own (ptrace).
+fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<(Result<(End, Vec<String>), weft_replay::Failure>, weft_replay::Lessons)> {
+    let mut session = weft_replay::ReplaySession::start(
+        trace,
+        weft_replay::SessionOptions {
+            schedule: opts.schedule.clone(),
+            livelock_timeout: opts.livelock_timeout,
+            max_checkpoints: 0,
+            echo: true,
+            lessons: opts.lessons.clone(),
+            ..Default::default()
+        },
+    )?;
+    let outcome = run_to_end(trace, &mut session)?;
+    Ok((outcome, session.lessons()))
+}
+
+/// Runs `session` to the program's end and checks how it ended against
+/// the log ([`autopilot`]).
+fn run_to_end(trace: &weft_record::Trace, session: &mut weft_replay::ReplaySession<'_>) -> Result<Result<(End, Vec<String>), weft_replay::Failure>> {
     use weft_replay::Stop;
-    let sopts = weft_replay::SessionOptions {
-        schedule: opts.schedule.clone(),
-        livelock_timeout: opts.livelock_timeout,
-        max_checkpoints: 0,
-        echo: true,
-        ..Default::default()
-    };
-    let mut session = weft_replay::ReplaySession::start(trace, sopts)?;
     let recorded = trace.events.last().and_then(|e| match &e.kind {
         weft_record::EventKind::End(end) => Some(end.clone()),
         _ => None,
@@ -393,6 +433,7 @@ fn debug_schedule(
     }
     eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
     let found = weft_explore::search(trace, explore)?;
+    save_lessons(dir, &found.report.lessons, &explore.replay.lessons);
     match &found.report.outcome {
         weft_replay::Outcome::Valid { .. } => {
             save_schedule(dir, &found)?;
@@ -418,9 +459,12 @@ fn debug(
 ) -> Result<i32> {
     let trace = open_trace(dir)?;
     let (schedule, known_failure) = debug_schedule(dir, &trace, given, &explore)?;
+    // Those a search may just have saved included.
+    let lessons = load_lessons(dir);
     let opts = weft_replay::SessionOptions {
         schedule,
         livelock_timeout: explore.replay.livelock_timeout,
+        lessons: lessons.clone(),
         ..Default::default()
     };
     let mut session = weft_replay::ReplaySession::start(&trace, opts)?;
@@ -447,8 +491,9 @@ fn debug(
                 listener.local_addr()?,
                 exe.display()
             );
-            weft_stub::serve(&mut session, listener, &serve_opts)?;
-            Ok(0)
+            let served = weft_stub::serve(&mut session, listener, &serve_opts);
+            save_lessons(dir, &session.lessons(), &lessons);
+            served.map(|()| 0)
         }
         Debugger::Gdb(gdb_args) => {
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot listen on 127.0.0.1")?;
@@ -481,6 +526,7 @@ fn debug(
                 status
             });
             let served = weft_stub::serve(&mut session, listener, &serve_opts);
+            save_lessons(dir, &session.lessons(), &lessons);
             if served.is_err() {
                 // SAFETY: kill(2) on our own child.
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };

@@ -90,6 +90,49 @@ fn spin_locks_around_logged_calls_replay_in_log_order() {
     }
 }
 
+/// What a replay learns of a program's spin locks is kept in the trace
+/// (`lessons`, lessons.rs): the next replay starts with it and does not
+/// start over, and a gdb session that stops at a breakpoint before the
+/// spin, where a replay cannot start over, hands the core over at each
+/// release from the start. Without the file, that session parks the
+/// spinner and stops there (the failure this keeps away).
+#[test]
+fn spin_words_a_replay_learned_are_kept_for_the_debugger() {
+    const NOTE: &str = "replaying from the start, handing the core over";
+    let prog = program("spinlocks");
+    // A recording whose replay in log order learns spin words (most do:
+    // spin_locks_around_logged_calls_replay_in_log_order).
+    let trace = (0..4)
+        .map(|n| {
+            let trace = trace_dir(&format!("spinlessons-{n}"));
+            let rec = record(&trace, &[prog.to_str().unwrap(), "tas"], Stdio::null());
+            let first = replay(&trace, &["--no-explore", "--livelock-timeout", "30"]);
+            assert_replays_as_recorded("spinlessons", &rec, &first);
+            (trace, err(&first).contains(NOTE))
+        })
+        .find_map(|(trace, learned)| learned.then_some(trace))
+        .expect("no replay of 4 recordings learned spin words");
+    let kept = std::fs::read_to_string(trace.join("lessons")).expect("the replay kept its lessons");
+    assert!(kept.contains("\"spin_words\"") && kept.contains("\"seen\""), "{kept}");
+    let again = replay(&trace, &["--no-explore", "--livelock-timeout", "30"]);
+    assert!(err(&again).contains("replay valid") && !err(&again).contains(NOTE), "{}", err(&again));
+    let session = || {
+        let out = weft()
+            .args(["replay", "--no-explore", "--livelock-timeout", "20"])
+            .arg(&trace)
+            .args(["--", "-batch", "-nx", "-ex", "break worker", "-ex", "continue", "-ex", "continue", "-ex", "delete", "-ex", "continue"])
+            .output()
+            .expect("run weft replay");
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), err(&out))
+    };
+    let text = session();
+    assert!(text.contains("No more reverse-execution history") && text.contains("_exit"), "ran to the end:\n{text}");
+    assert!(!text.contains("parked") && !text.contains("livelock"), "{text}");
+    std::fs::remove_file(trace.join("lessons")).unwrap();
+    let text = session();
+    assert!(text.contains("parked"), "without the lessons the session stops at the spin:\n{text}");
+}
+
 /// A spin on nanosleep(0): every call is a logged event, so the replay
 /// progresses or meets an unmatched event; it never hangs or livelocks.
 #[test]

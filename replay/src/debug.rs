@@ -43,6 +43,9 @@ pub struct SessionOptions {
     /// ([`Stop::ThreadCreated`], [`Stop::ThreadExited`]); a step always
     /// stops when its thread exits.
     pub stop_at_thread_events: bool,
+    /// What earlier replays of the trace learned, acted on from the start
+    /// ([`crate::Lessons`]; `weft replay` keeps them in the trace).
+    pub lessons: crate::Lessons,
 }
 
 impl Default for SessionOptions {
@@ -54,6 +57,7 @@ impl Default for SessionOptions {
             max_checkpoints: 256,
             echo: false,
             stop_at_thread_events: false,
+            lessons: crate::Lessons::default(),
         }
     }
 }

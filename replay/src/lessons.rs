@@ -5,13 +5,18 @@
 //! program's start and failed after it learned something starts over with
 //! it ([`crate::Replayer::replay`], [`crate::ReplaySession`]). Log indices
 //! and addresses are the same in every replay of a trace (ASLR is off,
-//! the log holds the mappings).
+//! the log holds the mappings). `weft replay` keeps them in the trace
+//! directory (docs/trace-format.md, `lessons`), so that later replays and
+//! debugging sessions start with them.
 
 use crate::session::SpinWords;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::path::Path;
 
 /// The lessons of a trace's replays.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lessons {
     /// Where threads spin on memory that another thread releases without
     /// a logged call (spin.rs).
@@ -34,6 +39,32 @@ const WAKE_NOTE: &str =
     "weft: a thread run to its end ahead of a logged wake woke the waiter in the logged waker's place; replaying from the start, with that waker first";
 
 impl Lessons {
+    /// The lessons kept in file `path` (JSON); none when there is no such
+    /// file. Errors: the file cannot be read, or is not lessons (damaged,
+    /// or written by another version of weft).
+    pub fn load(path: &Path) -> Result<Self> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{}: not a weft lessons file", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    /// Writes these to `path` (JSON), replacing it whole: written to a
+    /// temporary file beside it, then renamed. Errors: the write failed.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension("tmp");
+        let json = serde_json::to_vec_pretty(self)?;
+        std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, path)).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// Adds what `other` knows and these do not: its spin words for
+    /// processes these have none for, and its wakes.
+    pub fn absorb(&mut self, other: &Lessons) {
+        self.spin_words.absorb(&other.spin_words);
+        self.wakers_first.extend(&other.wakers_first);
+    }
+
     /// What to say as a replay that started with `before` starts over
     /// with these: the first kind of lesson it added.
     pub(crate) fn restart_note(&self, before: &Lessons) -> &'static str {

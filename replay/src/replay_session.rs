@@ -66,6 +66,7 @@ impl<'a> ReplaySession<'a> {
             schedule: sopts.schedule.clone(),
             livelock_timeout: sopts.livelock_timeout,
             echo_from: if sopts.echo { 0 } else { usize::MAX },
+            lessons: sopts.lessons.clone(),
             ..Default::default()
         };
         let log = Arc::new(LogIndex::new(trace));
@@ -515,6 +516,12 @@ impl<'a> ReplaySession<'a> {
         self.live.set_watchpoints(&self.watchpoints)?;
         self.live.set_breakpoints(&self.breakpoints)?;
         result
+    }
+
+    /// What the session's replays know now ([`crate::Lessons`]): those it
+    /// started with and those it learned.
+    pub fn lessons(&self) -> crate::Lessons {
+        self.live.lessons()
     }
 
     /// When the replay ended a recording killed from outside (SIGKILL),

@@ -55,7 +55,8 @@ impl<'a> Replayer<'a> {
 
     /// Replays the trace under `opts`, from the latest checkpoint whose
     /// schedule decisions `opts.schedule` shares, else from the start,
-    /// with the [`Lessons`] its earlier replays learned. A replay that
+    /// with the [`Lessons`] its earlier replays learned and those `opts`
+    /// brings (kept from earlier runs of weft). A replay that
     /// fails after it learned new ones (a thread spun on a lock that the
     /// thread holding it had released and taken again before the spin was
     /// seen; a thread run ahead of a logged wake made it) starts over from
@@ -63,6 +64,7 @@ impl<'a> Replayer<'a> {
     /// output already echoed is not echoed again.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
+        self.lessons.absorb(&opts.lessons);
         let mut opts = ReplayOptions { lessons: self.lessons.clone(), ..opts.clone() };
         let mut restart = 0;
         loop {

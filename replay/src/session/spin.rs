@@ -35,6 +35,7 @@ use anyhow::{anyhow, bail, Result};
 use capstone::arch::x86::{ArchMode, X86OperandType};
 use capstone::arch::{BuildsCapstone, DetailsArchInsn};
 use capstone::{Capstone, Insn};
+use serde::{Deserialize, Serialize};
 use nix::sys::ptrace;
 use nix::sys::wait::WaitPidFlag;
 use weft_record::wait::{waitpid, WaitStatus};
@@ -57,13 +58,20 @@ const STACK_REACH: u64 = 64 << 10;
 /// ([`crate::Lessons::spin_words`]) and reports what it knows at its
 /// end ([`crate::Report::lessons`]): the addresses are the same in
 /// every replay (ASLR is off, the log holds the mappings).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpinWords(BTreeMap<Tid, Vec<SpinWord>>);
 
 impl SpinWords {
     /// The words of process `pid` (recorded).
     pub(super) fn of(&self, pid: Tid) -> &[SpinWord] {
         self.0.get(&pid).map_or(&[], Vec::as_slice)
+    }
+
+    /// These, with the words of `other`'s processes that have none here.
+    pub(crate) fn absorb(&mut self, other: &SpinWords) {
+        for (pid, words) in &other.0 {
+            self.0.entry(*pid).or_insert_with(|| words.clone());
+        }
     }
 
     /// These, with process `pid`'s words replaced by `words` (when any).
@@ -75,7 +83,7 @@ impl SpinWords {
 }
 
 /// A word a thread of a process was seen spinning on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpinWord {
     /// Its address.
     addr: u64,
