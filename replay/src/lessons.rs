@@ -17,6 +17,7 @@ use std::path::Path;
 
 /// The lessons of a trace's replays.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Lessons {
     /// Where threads spin on memory that another thread releases without
     /// a logged call (spin.rs).
@@ -51,11 +52,22 @@ impl Lessons {
     }
 
     /// Writes these to `path` (JSON), replacing it whole: written to a
-    /// temporary file beside it, then renamed. Errors: the write failed.
+    /// temporary file beside it, private to the user as the trace's files
+    /// are (0600), then renamed. Errors: the write failed.
     pub fn save(&self, path: &Path) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let tmp = path.with_extension("tmp");
         let json = serde_json::to_vec_pretty(self)?;
-        std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, path)).with_context(|| format!("cannot write {}", path.display()))
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&json))
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Adds what `other` knows and these do not: its spin words for
@@ -73,5 +85,26 @@ impl Lessons {
         } else {
             WAKE_NOTE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lessons_survive_a_save_and_a_damaged_file_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("weft-lessons-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lessons");
+        assert_eq!(Lessons::load(&path).unwrap(), Lessons::default(), "no file: nothing learned");
+        let mut lessons = Lessons { wakers_first: BTreeSet::from([72, 198]), ..Default::default() };
+        lessons.save(&path).unwrap();
+        assert_eq!(Lessons::load(&path).unwrap(), lessons);
+        lessons.absorb(&Lessons { wakers_first: BTreeSet::from([5]), ..Default::default() });
+        assert_eq!(lessons.wakers_first, BTreeSet::from([5, 72, 198]));
+        std::fs::write(&path, b"{\"wakers_first\": [1,").unwrap();
+        assert!(Lessons::load(&path).unwrap_err().to_string().contains("not a weft lessons file"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
