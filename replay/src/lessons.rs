@@ -29,6 +29,16 @@ pub struct Lessons {
     /// woke the waiter itself, in the logged waker's place (a producer's
     /// send that found the consumer parked). Scheduler, `finisher_before`.
     pub wakers_first: BTreeSet<usize>,
+    /// Futex words (the log's addresses) whose wakes come once the other
+    /// threads of the waker's process have run on from their last events
+    /// (into their waits): a replay's waker found nobody waiting and made
+    /// no wake where the log has one. A program may count its waiters and
+    /// skip the futex call when it counts none (libstdc++'s
+    /// `atomic::notify_all`, whose waiters count themselves as they start
+    /// to spin); on several cores the waiters were spinning while the
+    /// waker ran, on one they are still at their last events. Scheduler,
+    /// `settler_before`.
+    pub waiters_first: BTreeSet<u64>,
 }
 
 /// What weft says as a replay starts over because it learned spin words.
@@ -38,6 +48,10 @@ const SPIN_NOTE: &str =
 /// What weft says as a replay starts over because a finisher took a wake.
 const WAKE_NOTE: &str =
     "weft: a thread run to its end ahead of a logged wake woke the waiter in the logged waker's place; replaying from the start, with that waker first";
+
+/// What weft says as a replay starts over because a waker found no waiter.
+const WAITERS_NOTE: &str =
+    "weft: a thread found nobody waiting where the log has its wake; replaying from the start, with the other threads settled into their waits before each wake of that word";
 
 impl Lessons {
     /// The lessons kept in file `path` (JSON); none when there is no such
@@ -75,6 +89,7 @@ impl Lessons {
     pub fn absorb(&mut self, other: &Lessons) {
         self.spin_words.absorb(&other.spin_words);
         self.wakers_first.extend(&other.wakers_first);
+        self.waiters_first.extend(&other.waiters_first);
     }
 
     /// What to say as a replay that started with `before` starts over
@@ -82,8 +97,10 @@ impl Lessons {
     pub(crate) fn restart_note(&self, before: &Lessons) -> &'static str {
         if self.spin_words != before.spin_words {
             SPIN_NOTE
-        } else {
+        } else if self.wakers_first != before.wakers_first {
             WAKE_NOTE
+        } else {
+            WAITERS_NOTE
         }
     }
 }

@@ -361,6 +361,9 @@ struct Thread {
     /// replay lets return EAGAIN once another thread changed the word
     /// ([`Session::unlogged_wait`]): its return marker is not an event.
     unlogged_wait: Option<u64>,
+    /// The log index of the wake before which it last ran on into its
+    /// wait ([`Session::settler_before`]): once per wake.
+    settled_before: Option<usize>,
     /// Sits at the entry stop of a syscall the replay skipped (orig_rax
     /// -1, rax its result), its exit stop not taken: the thread's next run
     /// to its next syscall skips that stop (PTRACE_SYSEMU,
@@ -408,6 +411,7 @@ impl Thread {
             marked: false,
             runs_on: None,
             unlogged_wait: None,
+            settled_before: None,
             exit_due: false,
             filters: Vec::new(),
             spun: false,
@@ -581,6 +585,9 @@ struct State {
     /// [`Lessons::wakers_first`]: those the replay started with and those
     /// it learned (scheduler.rs, `wake_taken`).
     wakers_first: BTreeSet<usize>,
+    /// [`Lessons::waiters_first`]: those the replay started with and those
+    /// it learned (emulate.rs, `wake_found_nobody`).
+    waiters_first: BTreeSet<u64>,
 }
 
 impl<'a> Session<'a> {
@@ -641,6 +648,7 @@ impl<'a> Session<'a> {
             protect: protect::Protect::new(opts.trace_accesses, opts.schedule.reversals()),
             turn_slice: TurnSlice::new(),
             wakers_first: opts.lessons.wakers_first.clone(),
+            waiters_first: opts.lessons.waiters_first.clone(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;
@@ -693,7 +701,11 @@ impl<'a> Session<'a> {
     /// What is known now: the lessons the replay started with and those it
     /// learned.
     pub(crate) fn lessons(&self) -> Lessons {
-        Lessons { spin_words: self.spin_words(), wakers_first: self.state.wakers_first.clone() }
+        Lessons {
+            spin_words: self.spin_words(),
+            wakers_first: self.state.wakers_first.clone(),
+            waiters_first: self.state.waiters_first.clone(),
+        }
     }
 
     /// Runs the replay to its end and reports.

@@ -220,7 +220,10 @@ impl Session<'_> {
                     None => Outcome::Invalid(failure),
                 },
             },
-            Step::Fail(failure) => Outcome::Invalid(failure),
+            Step::Fail(failure) => {
+                self.wake_found_nobody(&failure);
+                Outcome::Invalid(failure)
+            }
             Step::End(end) => self.finish(end)?,
         };
         Ok(Some(Halt::Finished(outcome)))
@@ -337,7 +340,9 @@ impl Session<'_> {
     /// spin waiting for another thread, so another thread runs now: the
     /// log's next thread if it can run and is not `i`, else the other
     /// thread that can run code and was switched to longest ago (round
-    /// robin, so a spinner cannot starve the thread it waits for). The
+    /// robin, so a spinner cannot starve the thread it waits for); a
+    /// thread to settle before the log's next wake goes before the log's
+    /// next thread ([`Session::settler_before`]). The
     /// choice is a function of the replay's state: replays stay
     /// deterministic. Not a synchronization point: schedules' counts are
     /// unchanged. Ends the replay when the watchdog's limit passed without
@@ -349,7 +354,9 @@ impl Session<'_> {
         if !livelock && self.spins_before_its_wait(i) {
             return Ok(Step::Stay);
         }
-        let other = self.next_owner().filter(|&j| j != i && self.runnable(j)).or_else(|| {
+        // Before a wake that waits for waiters, the other settlers first.
+        let owner = self.next_owner().filter(|&j| j != i && self.runnable(j));
+        let other = owner.map(|j| self.settler_before(j).filter(|&t| t != i).unwrap_or(j)).or_else(|| {
             let threads = &self.state.threads;
             (0..threads.len()).filter(|&j| j != i && self.switchable(j)).min_by_key(|&j| (threads[j].last_ran, j))
         });
@@ -425,12 +432,13 @@ impl Session<'_> {
     /// send then finds nobody to wake). Learned: at this wake, the logged
     /// waker goes first ([`crate::Lessons::wakers_first`]), which a replay
     /// from the start acts on. `tests/rust/producers.rs`: 8 of 10
-    /// recordings valid in log order without it, all 10 with. Not learned
-    /// while a preemption runs a thread out of the log's order: that
-    /// thread is not one the log order ran ahead.
+    /// recordings valid in log order without it, all 10 with. Only for a
+    /// thread whose next event is its return (one the rule runs ahead),
+    /// and not while a preemption runs a thread out of the log's order.
     fn wake_taken(&mut self, i: usize, e: &super::Entry) {
         use weft_record::event::{Sync, SyncOp};
-        if self.state.granted.is_some() {
+        let finishing = matches!(self.next_logged(i).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
+        if self.state.granted.is_some() || !finishing {
             return;
         }
         let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
@@ -438,6 +446,61 @@ impl Session<'_> {
         if next.tid != self.state.threads[i].rec && matches!(&next.kind, EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }) if *var == word) {
             self.state.wakers_first.insert(self.state.pos);
         }
+    }
+
+    /// The replay fails with `failure` where the log's next event, its
+    /// own thread's, is a futex call that thread did not make (it did
+    /// something else):
+    /// - a wake: the thread found nobody waiting (the program counts its
+    ///   waiters, unlogged) and made no call;
+    /// - a wait's start: the thread came to its wait after the word had
+    ///   changed (on several cores it was spinning there already), and
+    ///   waited for another value, or not at all.
+    ///
+    /// Learned either way: the word's wakes come once the other threads
+    /// ran on into their waits ([`crate::Lessons::waiters_first`],
+    /// [`Session::settler_before`]), which a replay from the start acts
+    /// on. Not for a lock word, not when a thread run ahead of this wake
+    /// took it ([`Session::wake_taken`]), nor under a preemption.
+    fn wake_found_nobody(&mut self, failure: &Failure) {
+        use weft_record::event::{Sync, SyncOp};
+        let Failure::Unmatched { at, .. } = failure else { return };
+        let Some(expected) = self.trace.events.get(self.state.pos) else { return };
+        if let EventKind::Sync(Sync { op: SyncOp::FutexWake | SyncOp::FutexWaitStart, var, .. }) = &expected.kind {
+            let own = expected.tid == at.tid && at.event as usize == self.state.pos;
+            if own && self.state.granted.is_none() && !self.state.wakers_first.contains(&self.state.pos) && !self.log.is_lock_word(*var) {
+                self.state.waiters_first.insert(*var);
+            }
+        }
+    }
+
+    /// A thread to run before thread `j`, the log's next thread, wakes a
+    /// futex word of [`crate::Lessons::waiters_first`]: another thread of
+    /// its process not yet run on before this wake. It runs on into its
+    /// wait, where the program counts it as waiting (or to its next
+    /// event), and the waker then finds it there, as on several cores
+    /// (`tests/cpp/atomic_wait.cpp`). First those whose next event is a
+    /// wait's start expecting the value the word holds now: they spun
+    /// through their whole wait before the waker changed the word, and
+    /// run after the change they would not wait at all; then the one
+    /// whose next event comes first.
+    fn settler_before(&mut self, j: usize) -> Option<usize> {
+        use weft_record::event::{Sync, SyncOp};
+        let pos = self.state.pos;
+        match self.trace.events.get(pos).map(|ev| &ev.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if self.state.waiters_first.contains(var) => {}
+            _ => return None,
+        }
+        let waits_now = |t: usize| match self.next_logged(t).map(|e| &e.kind) {
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWaitStart, var, result })) => self.word_holds(t, *var, *result as u32),
+            _ => false,
+        };
+        let t = self
+            .fellows(j)
+            .filter(|&t| self.state.threads[t].settled_before != Some(pos))
+            .min_by_key(|&t| (!waits_now(t), self.next_event_of(self.state.threads[t].rec)))?;
+        self.state.threads[t].settled_before = Some(pos);
+        Some(t)
     }
 
     /// Whether thread `j` is at the start of a wait that the log does not
@@ -621,13 +684,15 @@ impl Session<'_> {
 
     /// A thread to run before thread `j`, the owner of the log's next
     /// event, runs to it: one finishing before `j`'s wake or park
-    /// ([`Session::finisher_before`]), one with no event left but its
+    /// ([`Session::finisher_before`]), one that waits on the word `j`
+    /// wakes ([`Session::settler_before`]), one with no event left but its
     /// exit before `j`'s exit_group ([`Session::ender_before`]), an
     /// earlier arrival at the word `j` waits on
     /// ([`Session::earlier_arrival`]), or an elder twin of `j`'s
     /// ([`Session::elder_before`]).
     pub(super) fn before_owner(&mut self, j: usize) -> Option<usize> {
         self.finisher_before(j)
+            .or_else(|| self.settler_before(j))
             .or_else(|| self.ender_before(j))
             .or_else(|| self.earlier_arrival(j))
             .or_else(|| self.elder_before(j))

@@ -34,12 +34,15 @@ impl Snapshot {
     /// A replay that traces accesses resumes only from before the tracing
     /// starts (race reversals are the checkpoint's business, as
     /// preemptions are), and one that knows a wake's waker goes first
-    /// only from before that wake or from a replay that knew it too.
+    /// only from before that wake or from a replay that knew it too (and
+    /// words whose wakes wait for waiters only from a replay that knew
+    /// them).
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
         self.state.digest.is_some() == opts.digest
             && self.state.sync_trace.capacity() == opts.sync_trace_len
             && opts.trace_accesses.is_none_or(|t| self.state.sync_count < t.from)
             && opts.lessons.wakers_first.range(..self.state.pos).all(|k| self.state.wakers_first.contains(k))
+            && opts.lessons.waiters_first.is_subset(&self.state.waiters_first)
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -83,6 +86,7 @@ impl<'a> Session<'a> {
             p.spin = opts.lessons.spin_words.of(p.rec).to_vec();
         }
         state.wakers_first.extend(&opts.lessons.wakers_first);
+        state.waiters_first.extend(&opts.lessons.waiters_first);
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;
