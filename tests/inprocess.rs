@@ -494,16 +494,22 @@ fn cpp20_atomic_waits_replay_in_log_order() {
         let trace = trace_dir(&name);
         let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
         assert!(String::from_utf8_lossy(&rec.stdout).ends_with("round 19 thread 3\ntotal 6 turn 80\n"), "{}", err(&rec));
-        let mut rep = replay(&trace, &["--no-explore"]);
-        if err(&rep).contains("replay valid") {
-            in_log_order += 1;
-        } else {
-            eprintln!("{name}: invalid in log order, searching:\n{}", err(&rep));
-            rep = replay(&trace, &["--max-attempts", "100"]);
-        }
+        let (rep, logged) = replay_in_log_order_else_search(&name, &trace);
+        in_log_order += usize::from(logged);
         assert_replays_as_recorded(&name, &rec, &rep);
     }
     assert!(in_log_order >= 1, "no recording of 3 valid in log order");
+}
+
+/// Replays `trace` in log order, and when that is not valid, with a search
+/// of at most 100 replays; true when the log order was valid.
+fn replay_in_log_order_else_search(name: &str, trace: &Path) -> (Output, bool) {
+    let rep = replay(trace, &["--no-explore"]);
+    if err(&rep).contains("replay valid") {
+        return (rep, true);
+    }
+    eprintln!("{name}: invalid in log order, searching:\n{}", err(&rep));
+    (replay(trace, &["--max-attempts", "100"]), false)
 }
 
 /// Which thread a barrier round makes its serial one is the last to
@@ -610,17 +616,12 @@ fn producers_on_a_channel_replay_in_log_order() {
         let trace = trace_dir(&name);
         let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
         assert_eq!(String::from_utf8_lossy(&rec.stdout), "counts [2000, 2000, 2000] sum 2910876\n");
-        let mut rep = replay(&trace, &["--no-explore"]);
-        if err(&rep).contains("replay valid") {
-            in_log_order += 1;
-        } else {
-            eprintln!("{name}: invalid in log order, searching:\n{}", err(&rep));
-            rep = replay(&trace, &["--max-attempts", "100"]);
-            if err(&rep).contains("no schedule found") && !retaken {
-                eprintln!("{name}: beyond the log order and the search; recording again");
-                retaken = true;
-                continue;
-            }
+        let (rep, logged) = replay_in_log_order_else_search(&name, &trace);
+        in_log_order += usize::from(logged);
+        if !logged && err(&rep).contains("no schedule found") && !retaken {
+            eprintln!("{name}: beyond the log order and the search; recording again");
+            retaken = true;
+            continue;
         }
         assert_replays_as_recorded(&name, &rec, &rep);
         n += 1;
