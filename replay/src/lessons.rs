@@ -32,7 +32,8 @@ pub struct Lessons {
     /// Futex words (the log's addresses) whose wakes come once the other
     /// threads of the waker's process have run on from their last events
     /// (into their waits): a replay's waker found nobody waiting and made
-    /// no wake where the log has one. A program may count its waiters and
+    /// no wake where the log has one, or a thread started its wait after
+    /// the word had changed. A program may count its waiters and
     /// skip the futex call when it counts none (libstdc++'s
     /// `atomic::notify_all`, whose waiters count themselves as they start
     /// to spin); on several cores the waiters were spinning while the

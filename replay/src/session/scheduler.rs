@@ -221,7 +221,7 @@ impl Session<'_> {
                 },
             },
             Step::Fail(failure) => {
-                self.wake_found_nobody(&failure);
+                self.learn_waiters_first(&failure);
                 Outcome::Invalid(failure)
             }
             Step::End(end) => self.finish(end)?,
@@ -462,7 +462,7 @@ impl Session<'_> {
     /// [`Session::settler_before`]), which a replay from the start acts
     /// on. Not for a lock word, not when a thread run ahead of this wake
     /// took it ([`Session::wake_taken`]), nor under a preemption.
-    fn wake_found_nobody(&mut self, failure: &Failure) {
+    fn learn_waiters_first(&mut self, failure: &Failure) {
         use weft_record::event::{Sync, SyncOp};
         let Failure::Unmatched { at, .. } = failure else { return };
         let Some(expected) = self.trace.events.get(self.state.pos) else { return };
