@@ -586,7 +586,7 @@ struct State {
     /// it learned (scheduler.rs, `wake_taken`).
     wakers_first: BTreeSet<usize>,
     /// [`Lessons::waiters_first`]: those the replay started with and those
-    /// it learned (emulate.rs, `learn_waiters_first`).
+    /// it learned (scheduler.rs, `learn_waiters_first`).
     waiters_first: BTreeSet<u64>,
 }
 
