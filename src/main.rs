@@ -342,7 +342,7 @@ fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> R
         },
     )?;
     let outcome = run_to_end(trace, &mut session)?;
-    Ok((outcome, session.lessons()))
+    Ok((outcome, session.lessons().clone()))
 }
 
 /// Runs `session` to the program's end and checks how it ended against
@@ -414,37 +414,40 @@ enum Debugger {
     Server(SocketAddr),
 }
 
-/// The schedule a debugging session replays under, and the failure it is
-/// known to meet: `given` (`--preempt`), else the saved one, else the
-/// result of the search autopilot runs (saved when it makes the replay
-/// valid).
+/// The schedule a debugging session replays under, the lessons it acts on
+/// and the failure it is known to meet: `given` (`--preempt`), else the
+/// saved one, with the kept lessons; else the result of the search
+/// autopilot runs, with the lessons its replays learned (both saved when
+/// they make the replay valid).
 fn debug_schedule(
     dir: &Path,
     trace: &weft_record::Trace,
     given: Option<weft_replay::Schedule>,
     explore: &weft_explore::ExploreOptions,
-) -> Result<(weft_replay::Schedule, Option<weft_replay::Failure>)> {
+) -> Result<(weft_replay::Schedule, weft_replay::Lessons, Option<weft_replay::Failure>)> {
+    let known = explore.replay.lessons.clone();
     if let Some(s) = given {
-        return Ok((s, None));
+        return Ok((s, known, None));
     }
     let saved = dir.join(SCHEDULE_FILE);
     if saved.exists() {
-        return Ok((weft_replay::Schedule::load(&saved)?, None));
+        return Ok((weft_replay::Schedule::load(&saved)?, known, None));
     }
     eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
     let found = weft_explore::search(trace, explore)?;
-    save_lessons(dir, &found.report.lessons, &explore.replay.lessons);
+    let lessons = found.report.lessons.clone();
     match &found.report.outcome {
         weft_replay::Outcome::Valid { .. } => {
             save_schedule(dir, &found)?;
-            Ok((found.schedule, None))
+            save_lessons(dir, &lessons, &known);
+            Ok((found.schedule, lessons, None))
         }
         weft_replay::Outcome::Invalid(failure) => {
             eprintln!(
                 "weft: no valid schedule found in {} replays; debugging under the one that got furthest ({}), which fails: {failure}",
                 found.attempts, found.schedule
             );
-            Ok((found.schedule, Some(failure.clone())))
+            Ok((found.schedule, lessons, Some(failure.clone())))
         }
     }
 }
@@ -458,9 +461,7 @@ fn debug(
     how: Debugger,
 ) -> Result<i32> {
     let trace = open_trace(dir)?;
-    let (schedule, known_failure) = debug_schedule(dir, &trace, given, &explore)?;
-    // Those a search may just have saved included.
-    let lessons = load_lessons(dir);
+    let (schedule, lessons, known_failure) = debug_schedule(dir, &trace, given, &explore)?;
     let opts = weft_replay::SessionOptions {
         schedule,
         livelock_timeout: explore.replay.livelock_timeout,
@@ -492,7 +493,7 @@ fn debug(
                 exe.display()
             );
             let served = weft_stub::serve(&mut session, listener, &serve_opts);
-            save_lessons(dir, &session.lessons(), &lessons);
+            save_lessons(dir, session.lessons(), &lessons);
             served.map(|()| 0)
         }
         Debugger::Gdb(gdb_args) => {
@@ -526,7 +527,7 @@ fn debug(
                 status
             });
             let served = weft_stub::serve(&mut session, listener, &serve_opts);
-            save_lessons(dir, &session.lessons(), &lessons);
+            save_lessons(dir, session.lessons(), &lessons);
             if served.is_err() {
                 // SAFETY: kill(2) on our own child.
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };

@@ -315,6 +315,12 @@ impl<S> Checkpoints<S> {
         self.list.len()
     }
 
+    /// Drops them all: they were taken under what replays knew then
+    /// ([`crate::Lessons`]), which decided how they scheduled.
+    pub fn clear(&mut self) {
+        self.list.clear();
+    }
+
     /// Whether a replay under `schedule` that is `fits` with a state can
     /// start from a checkpoint: the latest one whose decisions it shares.
     /// Returns its index for [`Checkpoints::get`].

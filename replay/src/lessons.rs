@@ -56,14 +56,20 @@ const WAITERS_NOTE: &str =
 
 impl Lessons {
     /// The lessons kept in file `path` (JSON); none when there is no such
-    /// file. Errors: the file cannot be read, or is not lessons (damaged,
-    /// or written by another version of weft).
+    /// file. A field the file lacks is empty, one it has that weft does not
+    /// know is ignored. Errors: the file cannot be read, or is not lessons
+    /// (damaged: not JSON of this shape, or a spin word that is not 1, 2,
+    /// 4 or 8 aligned bytes).
     pub fn load(path: &Path) -> Result<Self> {
-        match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{}: not a weft lessons file", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let damaged = || format!("{}: not a weft lessons file", path.display());
+        let lessons: Self = serde_json::from_slice(&bytes).with_context(damaged)?;
+        anyhow::ensure!(lessons.spin_words.sound(), "{}: a spin word is not 1, 2, 4 or 8 aligned bytes", damaged());
+        Ok(lessons)
     }
 
     /// Writes these to `path` (JSON), replacing it whole: written to a
@@ -72,17 +78,21 @@ impl Lessons {
     pub fn save(&self, path: &Path) -> Result<()> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let tmp = path.with_extension("tmp");
+        // Its own name: two weft processes may save the same trace's.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let json = serde_json::to_vec_pretty(self)?;
-        std::fs::OpenOptions::new()
+        let written = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
             .open(&tmp)
             .and_then(|mut f| f.write_all(&json))
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .with_context(|| format!("cannot write {}", path.display()))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Adds what `other` knows and these do not: its spin words for
@@ -112,6 +122,7 @@ mod tests {
 
     #[test]
     fn lessons_survive_a_save_and_a_damaged_file_is_an_error() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("weft-lessons-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lessons");
@@ -119,10 +130,17 @@ mod tests {
         let mut lessons = Lessons { wakers_first: BTreeSet::from([72, 198]), ..Default::default() };
         lessons.save(&path).unwrap();
         assert_eq!(Lessons::load(&path).unwrap(), lessons);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
         lessons.absorb(&Lessons { wakers_first: BTreeSet::from([5]), ..Default::default() });
         assert_eq!(lessons.wakers_first, BTreeSet::from([5, 72, 198]));
         std::fs::write(&path, b"{\"wakers_first\": [1,").unwrap();
         assert!(Lessons::load(&path).unwrap_err().to_string().contains("not a weft lessons file"));
+        // Well-formed JSON, but a word no spin could be learned on.
+        std::fs::write(&path, br#"{"spin_words": {"5": [{"addr": 8, "len": 9, "seen": 0}]}}"#).unwrap();
+        assert!(format!("{:#}", Lessons::load(&path).unwrap_err()).contains("not 1, 2, 4 or 8 aligned bytes"));
+        std::fs::write(&path, br#"{"spin_words": {"5": [{"addr": 12, "len": 4, "seen": 1}]}}"#).unwrap();
+        assert!(Lessons::load(&path).is_ok(), "a word as spin.rs learns one");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

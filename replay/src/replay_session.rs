@@ -51,7 +51,7 @@ pub struct ReplaySession<'a> {
     epochs: Epochs,
     /// The furthest event the replay has shown output for.
     furthest: u64,
-    /// Times the replay started over with spin words it learned
+    /// Times the replay started over with lessons it learned
     /// ([`ReplaySession::relearned`]).
     restarts: usize,
     exe: PathBuf,
@@ -303,10 +303,11 @@ impl<'a> ReplaySession<'a> {
     /// over from the start with it, at most [`MAX_RESTARTS`] times; true
     /// when it did. Only from the start: the stops of the debugger's marks
     /// are counted under the lessons a replay had, so the timeline's
-    /// checkpoints go too.
+    /// checkpoints go too. Not after the user changed registers or memory:
+    /// the divergence may be theirs.
     fn relearned(&mut self) -> Result<bool> {
         let lessons = self.live.lessons();
-        if lessons == self.opts.lessons || self.restarts >= MAX_RESTARTS {
+        if lessons == self.opts.lessons || self.restarts >= MAX_RESTARTS || self.changed.is_some() {
             return Ok(false);
         }
         self.restarts += 1;
@@ -518,10 +519,10 @@ impl<'a> ReplaySession<'a> {
         result
     }
 
-    /// What the session's replays know now ([`crate::Lessons`]): those it
-    /// started with and those it learned.
-    pub fn lessons(&self) -> crate::Lessons {
-        self.live.lessons()
+    /// What the session's replays act on ([`crate::Lessons`]): those it
+    /// started with and those it learned and started over with.
+    pub fn lessons(&self) -> &crate::Lessons {
+        &self.opts.lessons
     }
 
     /// When the replay ended a recording killed from outside (SIGKILL),

@@ -56,12 +56,13 @@ impl<'a> Replayer<'a> {
     /// Replays the trace under `opts`, from the latest checkpoint whose
     /// schedule decisions `opts.schedule` shares, else from the start,
     /// with the [`Lessons`] its earlier replays learned and those `opts`
-    /// brings (kept from earlier runs of weft). A replay that
-    /// fails after it learned new ones (a thread spun on a lock that the
-    /// thread holding it had released and taken again before the spin was
-    /// seen; a thread run ahead of a logged wake made it) starts over from
-    /// the program's start with them, at most [`MAX_RESTARTS`] times;
-    /// output already echoed is not echoed again.
+    /// brings (kept from earlier runs of weft). A replay that fails after
+    /// it learned new ones (a thread spun on a lock that the thread
+    /// holding it had released and taken again before the spin was seen;
+    /// a thread run ahead of a logged wake made it; a waker found nobody
+    /// waiting) starts over from the program's start with them, at most
+    /// [`MAX_RESTARTS`] times; output already echoed is not echoed again.
+    /// New lessons drop the checkpoints, which were taken without them.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
         self.lessons.absorb(&opts.lessons);
@@ -69,6 +70,9 @@ impl<'a> Replayer<'a> {
         let mut restart = 0;
         loop {
             let report = self.replay_once(&opts, restart > 0)?;
+            if report.lessons != self.lessons {
+                self.checkpoints.as_mut().map(Checkpoints::clear);
+            }
             self.lessons = report.lessons.clone();
             match &report.outcome {
                 Outcome::Invalid(failure) if report.lessons != opts.lessons && restart < MAX_RESTARTS => {

@@ -79,9 +79,10 @@ pub struct ReplayOptions {
     /// Trace memory accesses by page protection from a synchronization
     /// count on ([`Report::accesses`]; fine-grained exploration).
     pub trace_accesses: Option<AccessTracing>,
-    /// What earlier replays of the trace learned (spin words, wakes whose
-    /// logged waker goes first), acted on from the start; the
-    /// [`crate::Replayer`] passes them on.
+    /// What earlier replays of the trace learned ([`Lessons`]: spin
+    /// words, wakes whose logged waker goes first, words whose wakes wait
+    /// for waiters), acted on from the start; the [`crate::Replayer`]
+    /// passes them on.
     pub lessons: Lessons,
 }
 
@@ -142,8 +143,8 @@ pub struct Report {
     /// With [`ReplayOptions::trace_accesses`]: the accesses traced, in
     /// the order they were made.
     pub accesses: Vec<crate::access::Access>,
-    /// What is known at the end: [`ReplayOptions::lessons`] and what this
-    /// replay learned.
+    /// What is known at the end: [`ReplayOptions::lessons`], and, when the
+    /// replay failed, what it learned.
     pub lessons: Lessons,
 }
 
@@ -361,8 +362,8 @@ struct Thread {
     /// replay lets return EAGAIN once another thread changed the word
     /// ([`Session::unlogged_wait`]): its return marker is not an event.
     unlogged_wait: Option<u64>,
-    /// The log index of the wake before which it last ran on into its
-    /// wait ([`Session::settler_before`]): once per wake.
+    /// The log index of the wake before which it was last picked to run
+    /// on into its wait ([`Session::settler_before`]): once per wake.
     settled_before: Option<usize>,
     /// Sits at the entry stop of a syscall the replay skipped (orig_rax
     /// -1, rax its result), its exit stop not taken: the thread's next run
@@ -716,8 +717,10 @@ impl<'a> Session<'a> {
         if !matches!(outcome, Ok(Outcome::Valid { .. })) {
             self.kill();
         }
+        // A valid replay's new lessons did not matter: it needed none.
+        let lessons = if matches!(outcome, Ok(Outcome::Valid { .. })) { self.opts.lessons.clone() } else { self.lessons() };
         Ok(Report {
-            lessons: self.lessons(),
+            lessons,
             fingerprint,
             outcome: outcome?,
             sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),

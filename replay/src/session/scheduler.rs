@@ -434,11 +434,11 @@ impl Session<'_> {
     /// from the start acts on. `tests/rust/producers.rs`: 8 of 10
     /// recordings valid in log order without it, all 10 with. Only for a
     /// thread whose next event is its return (one the rule runs ahead),
-    /// and not while a preemption runs a thread out of the log's order.
+    /// and only in a replay in the log's order ([`Session::in_log_order`]).
     fn wake_taken(&mut self, i: usize, e: &super::Entry) {
         use weft_record::event::{Sync, SyncOp};
         let finishing = matches!(self.next_logged(i).map(|ev| &ev.kind), Some(EventKind::Sync(Sync { op: SyncOp::ThreadReturn, .. })));
-        if self.state.granted.is_some() || !finishing {
+        if !self.in_log_order() || !finishing {
             return;
         }
         let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
@@ -461,17 +461,26 @@ impl Session<'_> {
     /// ran on into their waits ([`crate::Lessons::waiters_first`],
     /// [`Session::settler_before`]), which a replay from the start acts
     /// on. Not for a lock word, not when a thread run ahead of this wake
-    /// took it ([`Session::wake_taken`]), nor under a preemption.
+    /// took it ([`Session::wake_taken`]), and only in a replay in the
+    /// log's order ([`Session::in_log_order`]).
     fn learn_waiters_first(&mut self, failure: &Failure) {
         use weft_record::event::{Sync, SyncOp};
         let Failure::Unmatched { at, .. } = failure else { return };
         let Some(expected) = self.trace.events.get(self.state.pos) else { return };
         if let EventKind::Sync(Sync { op: SyncOp::FutexWake | SyncOp::FutexWaitStart, var, .. }) = &expected.kind {
             let own = expected.tid == at.tid && at.event as usize == self.state.pos;
-            if own && self.state.granted.is_none() && !self.state.wakers_first.contains(&self.state.pos) && !self.log.is_lock_word(*var) {
+            if own && self.in_log_order() && !self.state.wakers_first.contains(&self.state.pos) && !self.log.is_lock_word(*var) {
                 self.state.waiters_first.insert(*var);
             }
         }
+    }
+
+    /// Whether this replay follows the log's order alone: its schedule
+    /// has no preemption or race reversal. Only such a replay learns
+    /// which thread goes first ([`crate::Lessons`]): one that a schedule
+    /// ran out of that order fails at wakes for that reason.
+    fn in_log_order(&self) -> bool {
+        self.opts.schedule.preemptions().is_empty() && self.opts.schedule.reversals().is_empty()
     }
 
     /// A thread to run before thread `j`, the log's next thread, wakes a
@@ -483,12 +492,14 @@ impl Session<'_> {
     /// wait's start expecting the value the word holds now: they spun
     /// through their whole wait before the waker changed the word, and
     /// run after the change they would not wait at all; then the one
-    /// whose next event comes first.
+    /// whose next event comes first. Not at a wake whose logged waker goes
+    /// first ([`crate::Lessons::wakers_first`]).
     fn settler_before(&mut self, j: usize) -> Option<usize> {
         use weft_record::event::{Sync, SyncOp};
         let pos = self.state.pos;
         match self.trace.events.get(pos).map(|ev| &ev.kind) {
-            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. })) if self.state.waiters_first.contains(var) => {}
+            Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }))
+                if self.state.waiters_first.contains(var) && !self.state.wakers_first.contains(&pos) => {}
             _ => return None,
         }
         let waits_now = |t: usize| match self.next_logged(t).map(|e| &e.kind) {

@@ -33,16 +33,13 @@ impl Snapshot {
     /// digest and sync trace (the schedule is the checkpoint's business).
     /// A replay that traces accesses resumes only from before the tracing
     /// starts (race reversals are the checkpoint's business, as
-    /// preemptions are), and one that knows a wake's waker goes first
-    /// only from before that wake or from a replay that knew it too (and
-    /// words whose wakes wait for waiters only from a replay that knew
-    /// them).
+    /// preemptions are). Lessons are not compared: the [`crate::Replayer`]
+    /// drops its checkpoints when its replays learn something.
     pub(crate) fn fits(&self, opts: &ReplayOptions) -> bool {
         self.state.digest.is_some() == opts.digest
             && self.state.sync_trace.capacity() == opts.sync_trace_len
             && opts.trace_accesses.is_none_or(|t| self.state.sync_count < t.from)
-            && opts.lessons.wakers_first.range(..self.state.pos).all(|k| self.state.wakers_first.contains(k))
-            && opts.lessons.waiters_first.is_subset(&self.state.waiters_first)
+
     }
 
     /// A new process from `template` with this snapshot's threads.

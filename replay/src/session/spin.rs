@@ -67,6 +67,13 @@ impl SpinWords {
         self.0.get(&pid).map_or(&[], Vec::as_slice)
     }
 
+    /// Whether every word is 1, 2, 4 or 8 bytes within one aligned 8-byte
+    /// word, as learned, with a value that fits (a file can say anything,
+    /// [`crate::Lessons::load`]).
+    pub(crate) fn sound(&self) -> bool {
+        self.0.values().flatten().all(|w| matches!(w.len, 1 | 2 | 4 | 8) && w.addr % 8 + w.len as u64 <= 8 && (w.len == 8 || w.seen >> (8 * w.len) == 0))
+    }
+
     /// These, with the words of `other`'s processes that have none here.
     pub(crate) fn absorb(&mut self, other: &SpinWords) {
         for (pid, words) in &other.0 {
