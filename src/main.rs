@@ -141,10 +141,11 @@ fn run(cli: Cli) -> Result<i32> {
             let saved = dir.join(SCHEDULE_FILE);
             let livelock_timeout = std::time::Duration::from_secs(livelock_timeout);
             let max_attempts = if no_explore { 1 } else { max_attempts.max(1) };
+            let lessons = load_lessons(&dir);
             if !autopilot {
                 let given = (!preempt.is_empty()).then(|| weft_replay::Schedule::parse(&preempt)).transpose()?;
                 let explore = weft_explore::ExploreOptions {
-                    replay: weft_replay::ReplayOptions { livelock_timeout, lessons: load_lessons(&dir), ..Default::default() },
+                    replay: weft_replay::ReplayOptions { livelock_timeout, lessons, ..Default::default() },
                     max_attempts,
                     ..Default::default()
                 };
@@ -159,7 +160,6 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 weft_replay::Schedule::parse(&preempt)?
             };
-            let lessons = load_lessons(&dir);
             let replay_opts =
                 weft_replay::ReplayOptions { schedule, digest, livelock_timeout, lessons, ..Default::default() };
             let known = !preempt.is_empty() || saved.exists();
@@ -330,25 +330,16 @@ fn report_valid(end: &End, events: u64, stuck: &[String]) {
 /// was killed from outside; and what the replay knows at its end
 /// ([`weft_replay::Lessons`]). Errors: weft's own (ptrace).
 fn autopilot(trace: &weft_record::Trace, opts: &weft_replay::ReplayOptions) -> Result<(Result<(End, Vec<String>), weft_replay::Failure>, weft_replay::Lessons)> {
-    let mut session = weft_replay::ReplaySession::start(
-        trace,
-        weft_replay::SessionOptions {
-            schedule: opts.schedule.clone(),
-            livelock_timeout: opts.livelock_timeout,
-            max_checkpoints: 0,
-            echo: true,
-            lessons: opts.lessons.clone(),
-            ..Default::default()
-        },
-    )?;
-    let outcome = run_to_end(trace, &mut session)?;
-    Ok((outcome, session.lessons().clone()))
-}
-
-/// Runs `session` to the program's end and checks how it ended against
-/// the log ([`autopilot`]).
-fn run_to_end(trace: &weft_record::Trace, session: &mut weft_replay::ReplaySession<'_>) -> Result<Result<(End, Vec<String>), weft_replay::Failure>> {
     use weft_replay::Stop;
+    let sopts = weft_replay::SessionOptions {
+        schedule: opts.schedule.clone(),
+        livelock_timeout: opts.livelock_timeout,
+        max_checkpoints: 0,
+        echo: true,
+        lessons: opts.lessons.clone(),
+        ..Default::default()
+    };
+    let mut session = weft_replay::ReplaySession::start(trace, sopts)?;
     let recorded = trace.events.last().and_then(|e| match &e.kind {
         weft_record::EventKind::End(end) => Some(end.clone()),
         _ => None,
@@ -356,7 +347,7 @@ fn run_to_end(trace: &weft_record::Trace, session: &mut weft_replay::ReplaySessi
     loop {
         let stop = session.resume(weft_replay::Resume::Continue, &mut || false)?;
         let (same, observed) = match (&stop, &recorded) {
-            (Stop::Diverged { failure, .. }, _) => return Ok(Err(failure.clone())),
+            (Stop::Diverged { failure, .. }, _) => return Ok((Err(failure.clone()), session.lessons().clone())),
             (Stop::Exited { code }, _) => (matches!(recorded, Some(End::Exited(a)) if a == *code), format!("exited with status {code}")),
             (Stop::Killed { tid, signo }, _) => (
                 matches!(&recorded, Some(End::Killed { signo: s, tid: t, .. }) if s == signo && t == tid),
@@ -364,14 +355,15 @@ fn run_to_end(trace: &weft_record::Trace, session: &mut weft_replay::ReplaySessi
             ),
             _ => continue,
         };
-        return Ok(match recorded {
+        let outcome = match recorded {
             Some(end) if same => Ok((end, session.stuck().to_vec())),
             _ => Err(weft_replay::Failure::WrongEnd {
                 event: session.when().mark.event,
                 expected: recorded.map_or_else(|| "an end event".to_string(), |e| e.to_string()),
                 observed: format!("the program {observed}"),
             }),
-        });
+        };
+        return Ok((outcome, session.lessons().clone()));
     }
 }
 
@@ -474,7 +466,7 @@ fn debug(
     }
     let exe = session.exe_path().to_path_buf();
     let serve_opts = weft_stub::ServeOptions::default();
-    match how {
+    let code = match how {
         Debugger::Server(addr) => {
             if !addr.ip().is_loopback() {
                 eprintln!(
@@ -492,9 +484,7 @@ fn debug(
                 listener.local_addr()?,
                 exe.display()
             );
-            let served = weft_stub::serve(&mut session, listener, &serve_opts);
-            save_lessons(dir, session.lessons(), &lessons);
-            served.map(|()| 0)
+            weft_stub::serve(&mut session, listener, &serve_opts).map(|()| 0)
         }
         Debugger::Gdb(gdb_args) => {
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot listen on 127.0.0.1")?;
@@ -527,14 +517,14 @@ fn debug(
                 status
             });
             let served = weft_stub::serve(&mut session, listener, &serve_opts);
-            save_lessons(dir, session.lessons(), &lessons);
             if served.is_err() {
                 // SAFETY: kill(2) on our own child.
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
             }
             let status = waiter.join().map_err(|_| anyhow::anyhow!("waiting for gdb failed"))?.context("waiting for gdb")?;
-            served?;
-            Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+            served.map(|()| status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
         }
-    }
+    };
+    save_lessons(dir, session.lessons(), &lessons);
+    code
 }

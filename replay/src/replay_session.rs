@@ -299,7 +299,8 @@ impl<'a> ReplaySession<'a> {
 
     /// After a run from the program's start that diverged: when the live
     /// replay learned something it did not start with ([`crate::Lessons`]:
-    /// where a thread spins, a wake whose logged waker goes first), starts
+    /// where a thread spins, a wake whose logged waker goes first, a word
+    /// whose wakes wait for the waiters), starts
     /// over from the start with it, at most [`MAX_RESTARTS`] times; true
     /// when it did. Only from the start: the stops of the debugger's marks
     /// are counted under the lessons a replay had, so the timeline's

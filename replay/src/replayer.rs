@@ -70,12 +70,13 @@ impl<'a> Replayer<'a> {
         let mut restart = 0;
         loop {
             let report = self.replay_once(&opts, restart > 0)?;
-            if report.lessons != self.lessons {
+            let learned = report.lessons != opts.lessons;
+            if learned {
                 self.checkpoints.as_mut().map(Checkpoints::clear);
+                self.lessons = report.lessons.clone();
             }
-            self.lessons = report.lessons.clone();
             match &report.outcome {
-                Outcome::Invalid(failure) if report.lessons != opts.lessons && restart < MAX_RESTARTS => {
+                Outcome::Invalid(failure) if learned && restart < MAX_RESTARTS => {
                     eprintln!("{}", report.lessons.restart_note(&opts.lessons));
                     opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
                     opts.lessons = report.lessons;
