@@ -501,6 +501,30 @@ fn cpp20_atomic_waits_replay_in_log_order() {
     assert!(in_log_order >= 1, "no recording of 3 valid in log order");
 }
 
+/// A racy publication (tests/c/racy_publish.c): main sets a flag with a
+/// plain store right after a logged lock, then computes; the worker
+/// reads the flag without the lock and prints what it saw. A replay runs
+/// a thread's code after an event as late as the log allows, so its first
+/// run shows the worker a clear flag and diverges at the worker's write;
+/// it learns to run main on past its lock (`Lessons::run_on_after`) and
+/// starts over in the same order (seed 003 §3.5.2), valid with no
+/// exploration. The trace keeps the lesson: the next replay is valid at
+/// its first run. The build before fails every replay in log order.
+#[test]
+fn a_racy_publication_replays_after_one_re_execution() {
+    let prog = program("racy_publish");
+    let trace = trace_dir("racy_publish");
+    let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "worker saw the flag set\nmain done\n", "{}", err(&rec));
+    let restart = "replaying from the start in the same order";
+    let rep = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("racy_publish", &rec, &rep);
+    assert_eq!(err(&rep).matches(restart).count(), 1, "{}", err(&rep));
+    let again = replay(&trace, &["--no-explore"]);
+    assert_replays_as_recorded("racy_publish", &rec, &again);
+    assert!(!err(&again).contains(restart), "the lesson was kept: {}", err(&again));
+}
+
 /// Replays `trace` in log order, and when that is not valid, with a search
 /// of at most 100 replays; true when the log order was valid.
 fn replay_in_log_order_else_search(name: &str, trace: &Path) -> (Output, bool) {

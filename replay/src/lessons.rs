@@ -40,6 +40,17 @@ pub struct Lessons {
     /// waker ran, on one they are still at their last events. Scheduler,
     /// `settler_before`.
     pub waiters_first: BTreeSet<u64>,
+    /// Log indices of events after which their thread runs on to its next
+    /// scheduling point before another thread runs, instead of waiting
+    /// there until its next event is due. What a thread does between two
+    /// events is unordered by the log, and a replay does it as late as
+    /// the log allows; a replay that then diverged where another thread
+    /// read data without the lock that orders it (sort's merge tree reads
+    /// how far its children merged) starts over with the threads that
+    /// waited there run on, as the recording ran them: seed 003 §3.5.2's
+    /// re-execution in the recorded order, with the diverging point's
+    /// threads timed otherwise. Scheduler, `learn_run_on`.
+    pub run_on_after: BTreeSet<usize>,
 }
 
 /// What weft says as a replay starts over because it learned spin words.
@@ -49,6 +60,11 @@ const SPIN_NOTE: &str =
 /// What weft says as a replay starts over because a finisher took a wake.
 const WAKE_NOTE: &str =
     "weft: a thread run to its end ahead of a logged wake woke the waiter in the logged waker's place; replaying from the start, with that waker first";
+
+/// What weft says as a replay starts over because it diverged after a
+/// read that other threads' unlogged work may decide.
+const RUN_ON_NOTE: &str =
+    "weft: a thread diverged from the log while other threads waited at their last events; replaying from the start in the same order, with those threads run on past them as on several cores";
 
 /// What weft says as a replay starts over because a waker found no waiter.
 const WAITERS_NOTE: &str =
@@ -101,6 +117,7 @@ impl Lessons {
         self.spin_words.absorb(&other.spin_words);
         self.wakers_first.extend(&other.wakers_first);
         self.waiters_first.extend(&other.waiters_first);
+        self.run_on_after.extend(&other.run_on_after);
     }
 
     /// What to say as a replay that started with `before` starts over
@@ -110,9 +127,45 @@ impl Lessons {
             SPIN_NOTE
         } else if self.wakers_first != before.wakers_first {
             WAKE_NOTE
+        } else if self.run_on_after != before.run_on_after {
+            RUN_ON_NOTE
         } else {
             WAITERS_NOTE
         }
+    }
+}
+
+/// A restart that added run-on lessons ([`Lessons::run_on_after`]): where
+/// the replay before it diverged, and the run-on lessons it had. When the
+/// replay after it diverges no further, running those threads on did not
+/// help: the divergence is no race on their unlogged code, and the new
+/// run-on lessons are dropped, so that they neither start more
+/// re-executions nor reach a search or the trace's lessons file.
+#[derive(Debug, Clone)]
+pub(crate) struct RunOnTrial {
+    failed_at: usize,
+    before: BTreeSet<usize>,
+}
+
+impl RunOnTrial {
+    /// The trial of a restart from `before` to `after` after a replay that
+    /// diverged at log index `failed_at`; `None` when the restart adds no
+    /// run-on lesson.
+    pub(crate) fn of(before: &Lessons, after: &Lessons, failed_at: usize) -> Option<Self> {
+        (after.run_on_after != before.run_on_after).then(|| RunOnTrial { failed_at, before: before.run_on_after.clone() })
+    }
+
+    /// The replay after the restart diverged at log index `failed_at`:
+    /// when that is no further, each of `lessons` loses the trial's run-on
+    /// lessons (and any it learned since). True when they did.
+    pub(crate) fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) -> bool {
+        let stalled = failed_at <= self.failed_at;
+        if stalled {
+            for l in lessons.iter_mut() {
+                l.run_on_after = self.before.clone();
+            }
+        }
+        stalled
     }
 }
 
@@ -132,8 +185,9 @@ mod tests {
         assert_eq!(Lessons::load(&path).unwrap(), lessons);
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
-        lessons.absorb(&Lessons { wakers_first: BTreeSet::from([5]), ..Default::default() });
+        lessons.absorb(&Lessons { wakers_first: BTreeSet::from([5]), run_on_after: BTreeSet::from([9]), ..Default::default() });
         assert_eq!(lessons.wakers_first, BTreeSet::from([5, 72, 198]));
+        assert_eq!(lessons.run_on_after, BTreeSet::from([9]));
         std::fs::write(&path, b"{\"wakers_first\": [1,").unwrap();
         assert!(Lessons::load(&path).unwrap_err().to_string().contains("not a weft lessons file"));
         // Well-formed JSON, but a word no spin could be learned on.
@@ -142,5 +196,18 @@ mod tests {
         std::fs::write(&path, br#"{"spin_words": {"5": [{"addr": 12, "len": 4, "seen": 1}]}}"#).unwrap();
         assert!(Lessons::load(&path).is_ok(), "a word as spin.rs learns one");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn run_on_lessons_that_get_a_replay_no_further_are_dropped() {
+        let before = Lessons { run_on_after: BTreeSet::from([3]), ..Default::default() };
+        let after = Lessons { run_on_after: BTreeSet::from([3, 40]), ..Default::default() };
+        assert!(RunOnTrial::of(&before, &before, 50).is_none(), "no run-on lesson added");
+        let trial = RunOnTrial::of(&before, &after, 50).unwrap();
+        let mut later = Lessons { run_on_after: BTreeSet::from([3, 40, 77]), ..Default::default() };
+        assert!(!trial.judge(51, &mut [&mut later]), "further: kept");
+        assert_eq!(later.run_on_after, BTreeSet::from([3, 40, 77]));
+        assert!(trial.judge(50, &mut [&mut later]), "no further: dropped");
+        assert_eq!(later.run_on_after, BTreeSet::from([3]));
     }
 }

@@ -8,6 +8,7 @@ use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watc
 use crate::epoch::{Epoch, Epochs};
 use crate::failure::Failure;
 use crate::loader::{self, Library};
+use crate::lessons::RunOnTrial;
 use crate::log_index::LogIndex;
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
@@ -54,6 +55,8 @@ pub struct ReplaySession<'a> {
     /// Times the replay started over with lessons it learned
     /// ([`ReplaySession::relearned`]).
     restarts: usize,
+    /// The latest restart's run-on lessons, on trial.
+    trial: Option<RunOnTrial>,
     exe: PathBuf,
 }
 
@@ -94,6 +97,7 @@ impl<'a> ReplaySession<'a> {
             epochs: Epochs::new(trace),
             furthest: 0,
             restarts: 0,
+            trial: None,
         })
     }
 
@@ -285,7 +289,7 @@ impl<'a> ReplaySession<'a> {
             let thread_events = step.is_some() || self.sopts.stop_at_thread_events;
             let from_start = self.mark.point == 0 && self.mark.at_segment_start();
             match self.run(&Goal { step, pause_at, traps: true, thread_events, ..Goal::default() })? {
-                Halt::Finished(Outcome::Invalid(_)) if from_start && self.relearned()? => {}
+                Halt::Finished(Outcome::Invalid(f)) if from_start && self.relearned(f.event().unwrap_or(0))? => {}
                 Halt::Segment => {
                     self.maybe_checkpoint()?;
                     if interrupt() {
@@ -300,19 +304,25 @@ impl<'a> ReplaySession<'a> {
     /// After a run from the program's start that diverged: when the live
     /// replay learned something it did not start with ([`crate::Lessons`]:
     /// where a thread spins, a wake whose logged waker goes first, a word
-    /// whose wakes wait for the waiters), starts
-    /// over from the start with it, at most [`MAX_RESTARTS`] times; true
+    /// whose wakes wait for the waiters, threads to run on past events),
+    /// starts over from the start with it, at most [`MAX_RESTARTS`] times,
+    /// unless it diverged at log index `failed_at` or earlier after run-on
+    /// lessons that are then dropped ([`RunOnTrial`]); true
     /// when it did. Only from the start: the stops of the debugger's marks
     /// are counted under the lessons a replay had, so the timeline's
     /// checkpoints go too. Not after the user changed registers or memory:
     /// the divergence may be theirs.
-    fn relearned(&mut self) -> Result<bool> {
-        let lessons = self.live.lessons();
+    fn relearned(&mut self, failed_at: usize) -> Result<bool> {
+        let mut lessons = self.live.lessons();
+        if let Some(t) = self.trial.take() {
+            t.judge(failed_at, &mut [&mut lessons, &mut self.opts.lessons]);
+        }
         if lessons == self.opts.lessons || self.restarts >= MAX_RESTARTS || self.changed.is_some() {
             return Ok(false);
         }
         self.restarts += 1;
         eprintln!("{}", lessons.restart_note(&self.opts.lessons));
+        self.trial = RunOnTrial::of(&self.opts.lessons, &lessons, failed_at);
         self.opts.lessons = lessons;
         self.timeline = Timeline::new(self.sopts.max_checkpoints);
         self.restore(Origin::Start)?;

@@ -4,7 +4,7 @@
 
 use crate::checkpoint::{Checkpoints, Policy};
 use crate::log_index::LogIndex;
-use crate::lessons::Lessons;
+use crate::lessons::{Lessons, RunOnTrial};
 use crate::session::{Outcome, ReplayOptions, Report, Session, Snapshot};
 use anyhow::Result;
 use nix::unistd::Pid;
@@ -60,16 +60,23 @@ impl<'a> Replayer<'a> {
     /// it learned new ones (a thread spun on a lock that the thread
     /// holding it had released and taken again before the spin was seen;
     /// a thread run ahead of a logged wake made it; a waker found nobody
-    /// waiting) starts over from the program's start with them, at most
+    /// waiting; a thread diverged while others waited at their last
+    /// events) starts over from the program's start with them, at most
     /// [`MAX_RESTARTS`] times; output already echoed is not echoed again.
+    /// Run-on lessons that got the replay no further are dropped
+    /// ([`RunOnTrial`]).
     /// New lessons drop the checkpoints, which were taken without them.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
         self.lessons.absorb(&opts.lessons);
         let mut opts = ReplayOptions { lessons: self.lessons.clone(), ..opts.clone() };
         let mut restart = 0;
+        let mut trial: Option<RunOnTrial> = None;
         loop {
-            let report = self.replay_once(&opts, restart > 0)?;
+            let mut report = self.replay_once(&opts, restart > 0)?;
+            if let (Outcome::Invalid(failure), Some(t)) = (&report.outcome, &trial) {
+                t.judge(failure.event().unwrap_or(0), &mut [&mut report.lessons, &mut opts.lessons, &mut self.lessons]);
+            }
             let learned = report.lessons != opts.lessons;
             if learned {
                 self.checkpoints.as_mut().map(Checkpoints::clear);
@@ -79,6 +86,7 @@ impl<'a> Replayer<'a> {
                 Outcome::Invalid(failure) if learned && restart < MAX_RESTARTS => {
                     eprintln!("{}", report.lessons.restart_note(&opts.lessons));
                     opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
+                    trial = RunOnTrial::of(&opts.lessons, &report.lessons, failure.event().unwrap_or(0));
                     opts.lessons = report.lessons;
                     restart += 1;
                 }

@@ -365,6 +365,10 @@ struct Thread {
     /// The log index of the wake before which it was last picked to run
     /// on into its wait ([`Session::settler_before`]): once per wake.
     settled_before: Option<usize>,
+    /// The log index of the event it was handed over at, the other thread
+    /// taking the core right after it matched: its code from there on has
+    /// not run yet ([`Session::learn_run_on`]).
+    waits_after: Option<usize>,
     /// Sits at the entry stop of a syscall the replay skipped (orig_rax
     /// -1, rax its result), its exit stop not taken: the thread's next run
     /// to its next syscall skips that stop (PTRACE_SYSEMU,
@@ -413,6 +417,7 @@ impl Thread {
             runs_on: None,
             unlogged_wait: None,
             settled_before: None,
+            waits_after: None,
             exit_due: false,
             filters: Vec::new(),
             spun: false,
@@ -589,6 +594,9 @@ struct State {
     /// [`Lessons::waiters_first`]: those the replay started with and those
     /// it learned (scheduler.rs, `learn_waiters_first`).
     waiters_first: BTreeSet<u64>,
+    /// [`Lessons::run_on_after`]: those the replay started with and those
+    /// it learned (scheduler.rs, `learn_run_on`).
+    run_on_after: BTreeSet<usize>,
 }
 
 impl<'a> Session<'a> {
@@ -650,6 +658,7 @@ impl<'a> Session<'a> {
             turn_slice: TurnSlice::new(),
             wakers_first: opts.lessons.wakers_first.clone(),
             waiters_first: opts.lessons.waiters_first.clone(),
+            run_on_after: opts.lessons.run_on_after.clone(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;
@@ -706,6 +715,7 @@ impl<'a> Session<'a> {
             spin_words: self.spin_words(),
             wakers_first: self.state.wakers_first.clone(),
             waiters_first: self.state.waiters_first.clone(),
+            run_on_after: self.state.run_on_after.clone(),
         }
     }
 

@@ -30,9 +30,9 @@ pub struct Watchdog {
 struct Clock {
     /// The thread the replayer waits for while it runs.
     armed: Option<Pid>,
-    /// When it was resumed, and how long it may run before it is stopped
-    /// to be parked (`None`: as long as it likes).
-    slice: Option<(Instant, Duration)>,
+    /// How long it may run before it is stopped to be parked (`None`: as
+    /// long as it likes).
+    slice: Option<Slice>,
     /// The thread the watchdog stopped for its slice, until the replayer
     /// sees the stop.
     sliced: Option<Pid>,
@@ -64,6 +64,42 @@ impl Clock {
     }
 }
 
+/// A thread's slice, counted in its own CPU time: a thread that waits for
+/// the CPU on a busy machine has not run, and a slice in wall time would
+/// set it aside at another point of its code than on an idle one, and the
+/// replay's choices would hang on the load. Wall time when the kernel
+/// does not say (no /proc/TID/schedstat).
+#[derive(Debug, Clone, Copy)]
+struct Slice {
+    since: Instant,
+    /// The thread's CPU time when it was resumed.
+    cpu: Option<Duration>,
+    length: Duration,
+}
+
+impl Slice {
+    fn new(tid: Pid, length: Duration) -> Self {
+        Slice { since: Instant::now(), cpu: cpu_time(tid), length }
+    }
+
+    /// What is left of it for thread `tid` (zero once it is over).
+    fn left(&self, tid: Pid) -> Duration {
+        let ran = match (self.cpu, cpu_time(tid)) {
+            (Some(start), Some(now)) => now.saturating_sub(start),
+            _ => self.since.elapsed(),
+        };
+        self.length.saturating_sub(ran)
+    }
+}
+
+/// How long thread `tid` has run on a CPU: the first field of
+/// /proc/TID/schedstat (nanoseconds; the kernel's docs,
+/// scheduler/sched-stats). `None` when unreadable.
+pub(crate) fn cpu_time(tid: Pid) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+    stat.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
+}
+
 /// How often the watchdog looks at the replay, when no slice ends sooner.
 const TICK: Duration = Duration::from_millis(50);
 
@@ -82,16 +118,16 @@ impl Watchdog {
             // other) end on time: the watchdog looks every millisecond
             // while they last, and for 100 looks after the latest.
             short = match guard.slice {
-                Some((_, d)) if d < TICK => 100,
+                Some(s) if s.length < TICK => 100,
                 Some(_) => 0,
                 None => short.saturating_sub(1),
             };
-            let left = guard.slice.map_or(Duration::ZERO, |(since, d)| d.saturating_sub(since.elapsed()));
-            nap = if short > 0 { left.clamp(Duration::from_millis(1), TICK) } else { TICK }.min(limit);
+            let left = guard.slice.zip(guard.armed).map(|(s, tid)| s.left(tid));
+            nap = if short > 0 { left.unwrap_or(Duration::ZERO).clamp(Duration::from_millis(1), TICK) } else { TICK }.min(limit);
             if let Some(tid) = guard.armed {
                 if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
                     stop(tid);
-                } else if guard.slice.is_some_and(|(since, d)| since.elapsed() >= d) && guard.sliced.is_none() {
+                } else if left == Some(Duration::ZERO) && guard.sliced.is_none() {
                     guard.sliced = Some(tid);
                     stop(tid);
                 }
@@ -124,11 +160,12 @@ impl Watchdog {
     }
 
     /// The replayer is about to wait for `tid`, which it parks if it runs
-    /// longer than `slice` without stopping.
+    /// longer than `slice` of its own CPU time without stopping.
     pub fn arm(&self, tid: Pid, slice: Option<Duration>) {
+        let slice = slice.map(|d| Slice::new(tid, d));
         let mut c = self.clock();
         c.armed = Some(tid);
-        c.slice = slice.map(|d| (Instant::now(), d));
+        c.slice = slice;
     }
 
     /// Whether the SIGSTOP thread `tid` stopped for was the watchdog's, at

@@ -4,6 +4,7 @@
 //! Every tracee thread sits in a ptrace stop except the one resumed here.
 
 use super::protect::Fault;
+use super::spin::SpinCheck;
 use super::traps::{Trapped, WatchHit};
 use super::{Advance, At, Entry, Halt, ProcessEnd, Session, Step};
 use crate::checkpoint::AltStack;
@@ -18,6 +19,13 @@ use weft_record::{runtime, seccomp};
 use weft_record::syscalls::{self, Class};
 use nix::unistd::Pid;
 use weft_record::tracee::{self, Regs};
+
+/// Slices the log's next thread may run through, each twice as long as
+/// the one before, while it computes ([`SpinCheck::Computes`]) before it
+/// is set aside as a spinner would be: 200 ms, then 400 and 800 more of
+/// its CPU time. A loop the check cannot tell from a computation (one
+/// longer than its steps, one that counts) is still set aside, later.
+const COMPUTE_SLICES: u32 = 2;
 
 /// eflags' resume flag (RF, bit 16).
 const RESUME_FLAG: u64 = 1 << 16;
@@ -60,6 +68,8 @@ impl Session<'_> {
         self.arm_hunt(i)?;
         // A stop that stepping over a traced access ended in, still to handle.
         let mut carried = None;
+        // Slices the log's next thread ran through computing.
+        let mut computed = 0;
         loop {
             if carried.is_none() && self.state.protect.switch_due() {
                 // A race reversal's runner made its access (a watchpoint
@@ -98,7 +108,7 @@ impl Session<'_> {
                         let spin_check = self.spin_check_due(i).then_some(super::PARK_AFTER);
                         (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check)
                     });
-                    self.watchdog.arm(tid, slice);
+                    self.watchdog.arm(tid, slice.map(|d| d * (1 << computed)));
                     if sysemu {
                         self.state.threads[i].exit_due = false;
                         ptrace::sysemu(tid, None)?;
@@ -196,11 +206,23 @@ impl Session<'_> {
                 }
                 WaitStatus::Stopped(_, libc::SIGSTOP) if self.watchdog.sliced(tid) => {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    let spun = self.next_owner() == Some(i);
+                    let check = if spun { self.check_spin(i)? } else { SpinCheck::Unchecked };
+                    // The log's next thread computes: it reaches its event
+                    // by itself, and another thread run now would run
+                    // earlier than the log places it (a racy read's
+                    // outcome would then hang on the machine's load).
+                    // Unless threads are taking turns, it runs on, for a
+                    // slice twice as long each time, up to a limit.
+                    if check == SpinCheck::Computes && computed < COMPUTE_SLICES && self.state.turn_slice.at(self.state.pos) == super::PARK_AFTER {
+                        computed += 1;
+                        continue;
+                    }
                     self.state.threads[i].at = At::Parked;
-                    self.state.threads[i].spun = self.next_owner() == Some(i);
+                    self.state.threads[i].spun = spun;
                     // Threads taking turns halve the slice; a spin check
                     // (nobody to hand over to) leaves it.
-                    if !self.state.threads[i].spun || self.can_hand_over(i) {
+                    if !spun || self.can_hand_over(i) {
                         self.state.turn_slice.parked(self.state.pos);
                     }
                     // A spin on words the replay did not start with, and
@@ -208,7 +230,7 @@ impl Session<'_> {
                     // past its release before the spin was seen. The
                     // replay starts over with them (Replayer::replay,
                     // ReplaySession::relearned).
-                    if self.state.threads[i].spun && self.learn_spin_words(i)? && !self.can_hand_over(i) {
+                    if check == SpinCheck::Learned && !self.can_hand_over(i) {
                         return Ok(Advance::Livelock(self.state.threads[i].regs.rip));
                     }
                     return Ok(Advance::Point);
@@ -419,6 +441,7 @@ impl Session<'_> {
         };
         t.at = At::Ready;
         t.caller = None;
+        t.waits_after = None;
         (t.tid, sig)
     }
 

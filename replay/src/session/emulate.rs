@@ -155,7 +155,9 @@ impl Session<'_> {
             }
         }
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
-        if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
+        let matched = self.state.pos - 1;
+        if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) && !self.state.run_on_after.contains(&matched) {
+            self.state.threads[i].waits_after = Some(matched);
             return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)

@@ -36,6 +36,7 @@
 use super::traps;
 use super::{At, Session};
 use anyhow::Result;
+use crate::watchdog::cpu_time;
 use std::time::Duration;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
@@ -288,7 +289,9 @@ impl Session<'_> {
         let Some(h) = self.hunt.as_mut() else { return Ok(()) };
         let Some(skip) = h.skip.as_mut() else { return Ok(()) };
         let counting = value >= skip.last && value < skip.target;
-        let ran = cpu_time(h.tid).saturating_sub(skip.start.1);
+        // Zero when unreadable: the loop's rate then seems boundless, and
+        // the breakpoint goes back at once (slower, never past the count).
+        let ran = cpu_time(h.tid).unwrap_or_default().saturating_sub(skip.start.1);
         let rate = (value - skip.start.0.min(value)) as f64 / ran.as_secs_f64().max(1e-6);
         let left = Duration::from_secs_f64((skip.target.saturating_sub(value)) as f64 / rate.max(1.0));
         if counting && left >= CLOSE {
@@ -347,22 +350,12 @@ impl Hunt {
         (counts && far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
             addr: rsp + offset as u64,
             target: recorded,
-            start: (here, cpu_time(self.tid)),
+            start: (here, cpu_time(self.tid).unwrap_or_default()),
             last: here,
             slice: FIRST_SLICE,
             watching: false,
         })
     }
-}
-
-/// How long thread `tid` has run on a CPU: the first field of
-/// /proc/TID/schedstat (nanoseconds; the kernel's docs,
-/// scheduler/sched-stats). Zero when unreadable: the loop's rate then
-/// seems boundless, and the breakpoint goes back at once (slower, never
-/// past the count).
-fn cpu_time(tid: Pid) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).unwrap_or_default();
-    Duration::from_nanos(stat.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0))
 }
 
 /// Names of the registers in `user_regs_struct` order.

@@ -222,6 +222,7 @@ impl Session<'_> {
             },
             Step::Fail(failure) => {
                 self.learn_waiters_first(&failure);
+                self.learn_run_on(&failure);
                 Outcome::Invalid(failure)
             }
             Step::End(end) => self.finish(end)?,
@@ -473,6 +474,28 @@ impl Session<'_> {
                 self.state.waiters_first.insert(*var);
             }
         }
+    }
+
+    /// The replay fails with `failure` where thread `i`'s own event, the
+    /// log's next, is not what `i` did: it decided from data that another
+    /// thread's unlogged code may write (sort's merge tree: a parent's
+    /// bounds, which a child's thread moves under the child's lock only).
+    /// The threads of its process that were handed over at their last
+    /// events (`Thread::waits_after`) have not run that code yet, and
+    /// the recording may have run it there, on their own cores. Learned:
+    /// after those events, their threads run on to their next points
+    /// ([`crate::Lessons::run_on_after`]), which a replay from the start
+    /// acts on, in the same order of events (seed 003 §3.5.2). Only in a
+    /// replay in the log's order ([`Session::in_log_order`]).
+    fn learn_run_on(&mut self, failure: &Failure) {
+        let Failure::Unmatched { at, .. } = failure else { return };
+        let own = self.trace.events.get(self.state.pos).is_some_and(|e| e.tid == at.tid) && at.event as usize == self.state.pos;
+        let Some(&i) = self.state.by_rec.get(&at.tid) else { return };
+        if !own || !self.sync_logged || !self.in_log_order() {
+            return;
+        }
+        let waiting: Vec<usize> = self.others_of_process(i).filter_map(|t| self.state.threads[t].waits_after).collect();
+        self.state.run_on_after.extend(waiting);
     }
 
     /// Whether this replay follows the log's order alone: its schedule

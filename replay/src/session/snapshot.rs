@@ -84,6 +84,7 @@ impl<'a> Session<'a> {
         }
         state.wakers_first.extend(&opts.lessons.wakers_first);
         state.waiters_first.extend(&opts.lessons.waiters_first);
+        state.run_on_after.extend(&opts.lessons.run_on_after);
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;

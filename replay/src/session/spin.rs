@@ -107,6 +107,37 @@ impl SpinWord {
     }
 }
 
+/// What stepping a set-aside thread around its loop found
+/// ([`Session::check_spin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SpinCheck {
+    /// It was not stepped (see [`Session::check_spin`]), or its step
+    /// ended where no spin can be told from a computation (a watched word
+    /// written, code that does not decode).
+    Unchecked,
+    /// No spin: its registers changed around its loop, or it did not come
+    /// back within [`MAX_STEPS`] instructions, or it is about to make a
+    /// syscall or reach a breakpoint. It computes, and reaches its next
+    /// scheduling point by itself.
+    Computes,
+    /// A spin on words its process already had, or on none that can be
+    /// watched.
+    Known,
+    /// A spin on words the replay did not start with: a replay from the
+    /// start with them would hand the core over at their release.
+    Learned,
+}
+
+/// One turn of a thread's loop, as [`Session::spin_loop`] stepped it.
+enum Loop {
+    /// See [`SpinCheck::Computes`].
+    Computes,
+    /// See [`SpinCheck::Unchecked`].
+    Unknown,
+    /// A spin, and the shared words it reads.
+    Spins(Vec<SpinWord>),
+}
+
 impl Session<'_> {
     /// The spin words known now: those the replay started with and those
     /// it learned.
@@ -119,38 +150,38 @@ impl Session<'_> {
     }
 
     /// Thread `i` was set aside while its own event is the log's next:
-    /// steps it once around its loop to find the words it spins on, which
-    /// become its process's [`SpinWord`]s; true when it spins on words
-    /// the replay did not start with (a replay from the start with them
-    /// would hand the core over at their release). A spin comes back to
-    /// where it was with every register as it was (a loop that computes
-    /// changes one). Nothing is learned when the debugger
-    /// has watchpoints (their hits would be ambiguous), when the thread is
-    /// the signal search's, while memory is closed for access tracing (a
-    /// step could fault), or when the code it runs is no spin (a syscall,
-    /// a breakpoint, a watched word written, no way back to where it was
-    /// within [`MAX_STEPS`], registers changed). Errors: ptrace; a stop
-    /// other than the step's.
-    pub(super) fn learn_spin_words(&mut self, i: usize) -> Result<bool> {
+    /// steps it once around its loop to tell a spin from a computation
+    /// ([`SpinCheck`]). A spin comes back to where it was with every
+    /// register as it was (a loop that computes changes one); the words
+    /// it reads off its own stack and outside TLS become its process's
+    /// [`SpinWord`]s. Nothing is stepped when the debugger has
+    /// watchpoints (their hits would be ambiguous), when the thread is the
+    /// signal search's, or while memory is closed for access tracing (a
+    /// step could fault). Errors: ptrace; a stop other than the step's.
+    pub(super) fn check_spin(&mut self, i: usize) -> Result<SpinCheck> {
         let tid = self.state.threads[i].tid;
         let hunting = self.hunt.as_ref().is_some_and(|h| h.tid() == tid);
         if self.watchpoints.iter().next().is_some() || hunting || self.state.protect.closed_any() {
-            return Ok(false);
+            return Ok(SpinCheck::Unchecked);
         }
-        let Some(words) = self.spin_loop_words(i)? else { return Ok(false) };
+        let words = match self.spin_loop(i)? {
+            Loop::Computes => return Ok(SpinCheck::Computes),
+            Loop::Unknown => return Ok(SpinCheck::Unchecked),
+            Loop::Spins(words) if words.is_empty() => return Ok(SpinCheck::Known),
+            Loop::Spins(words) => words,
+        };
         let proc = &mut self.state.procs[self.state.threads[i].proc];
         if proc.spin != words {
             tracing::debug!(thread = self.state.threads[i].rec, ?words, "spin words");
             proc.spin = words;
         }
-        Ok(proc.spin != self.opts.lessons.spin_words.of(proc.rec))
+        Ok(if proc.spin != self.opts.lessons.spin_words.of(proc.rec) { SpinCheck::Learned } else { SpinCheck::Known })
     }
 
-    /// Steps thread `i` once around the loop it is in: the words the loop
-    /// reads, those of a read-modify-write first, else in the loop's
-    /// order; `None` when it is no spin (see [`Session::learn_spin_words`])
-    /// or reads no such word. Errors as [`Session::learn_spin_words`].
-    fn spin_loop_words(&mut self, i: usize) -> Result<Option<Vec<SpinWord>>> {
+    /// Steps thread `i` once around the loop it is in, collecting the
+    /// words the loop reads, those of a read-modify-write first, else in
+    /// the loop's order. Errors as [`Session::check_spin`].
+    fn spin_loop(&mut self, i: usize) -> Result<Loop> {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().map_err(|e| anyhow!("capstone: {e}"))?;
         let start = self.state.threads[i].regs;
         let mut regs = start;
@@ -161,13 +192,13 @@ impl Session<'_> {
                 break;
             }
             if n == MAX_STEPS {
-                return Ok(None);
+                return Ok(Loop::Computes);
             }
             let code = self.mem(i).read(regs.rip, 16)?;
             let insns = cs.disasm_count(&code, regs.rip, 1).map_err(|e| anyhow!("capstone: {e}"))?;
-            let Some(insn) = insns.iter().next() else { return Ok(None) };
+            let Some(insn) = insns.iter().next() else { return Ok(Loop::Unknown) };
             if leaves_loop(insn.bytes()) {
-                return Ok(None);
+                return Ok(Loop::Computes);
             }
             let rmw = insn.mnemonic().is_some_and(|m| m.starts_with("lock") || m == "xchg");
             for word in self.shared_operands(i, &cs, insn, &regs)? {
@@ -175,15 +206,15 @@ impl Session<'_> {
                     found.push((rmw, word));
                 }
             }
-            let Some(next) = self.step_one(i)? else { return Ok(None) };
+            let Some(next) = self.step_one(i)? else { return Ok(Loop::Unknown) };
             regs = next;
         }
-        if !same_registers(&start, &regs) || found.is_empty() {
-            return Ok(None);
+        if !same_registers(&start, &regs) {
+            return Ok(Loop::Computes);
         }
         // Stable: the loop's order within each kind.
         found.sort_by_key(|&(rmw, _)| !rmw);
-        Ok(Some(found.into_iter().map(|(_, w)| w).collect()))
+        Ok(Loop::Spins(found.into_iter().map(|(_, w)| w).collect()))
     }
 
     /// Executes one instruction of thread `i` (stopped, not at a syscall
