@@ -42,14 +42,15 @@ pub struct Lessons {
     pub waiters_first: BTreeSet<u64>,
     /// Log indices of events after which their thread runs on to its next
     /// scheduling point before another thread runs, instead of waiting
-    /// there until its next event is due. What a thread does between two
-    /// events is unordered by the log, and a replay does it as late as
-    /// the log allows; a replay that then diverged where another thread
-    /// read data without the lock that orders it (sort's merge tree reads
-    /// how far its children merged) starts over with the threads that
-    /// waited there run on, as the recording ran them: seed 003 §3.5.2's
-    /// re-execution in the recorded order, with the diverging point's
-    /// threads timed otherwise. Scheduler, `learn_run_on`.
+    /// there until its next event is due (after a spawn, the new thread
+    /// runs first). What a thread does between two events is unordered by
+    /// the log, and a replay does it as late as the log allows; a replay
+    /// that then diverged where another thread read data without the lock
+    /// that orders it (sort's merge tree reads how far its children
+    /// merged) starts over with the thread that waited there longest run
+    /// on, as the recording ran it: seed 003 §3.5.2's re-execution in the
+    /// recorded order, with the diverging point's threads timed otherwise.
+    /// Scheduler, `learn_run_on`.
     pub run_on_after: BTreeSet<usize>,
 }
 
@@ -64,7 +65,7 @@ const WAKE_NOTE: &str =
 /// What weft says as a replay starts over because it diverged after a
 /// read that other threads' unlogged work may decide.
 const RUN_ON_NOTE: &str =
-    "weft: a thread diverged from the log while other threads waited at their last events; replaying from the start in the same order, with those threads run on past them as on several cores";
+    "weft: a thread diverged from the log while other threads waited at their last events; replaying from the start in the same order, with the one that waited longest run on past its event, as on several cores";
 
 /// What weft says as a replay starts over because a waker found no waiter.
 const WAITERS_NOTE: &str =
@@ -127,10 +128,10 @@ impl Lessons {
             SPIN_NOTE
         } else if self.wakers_first != before.wakers_first {
             WAKE_NOTE
-        } else if self.run_on_after != before.run_on_after {
-            RUN_ON_NOTE
-        } else {
+        } else if self.waiters_first != before.waiters_first {
             WAITERS_NOTE
+        } else {
+            RUN_ON_NOTE
         }
     }
 }

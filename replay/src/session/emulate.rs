@@ -492,6 +492,9 @@ impl Session<'_> {
                 match self.state.by_rec.get(child).copied() {
                     Some(j) if self.blocked_until_signal(j) => Ok(Step::Switch(Some(j))),
                     Some(j) if self.vfork_holds(i, j) => Ok(Step::Switch(None)),
+                    // The recording started it at once, on a core of its
+                    // own ([`crate::Lessons::run_on_after`]).
+                    Some(j) if self.state.run_on_after.contains(&(self.state.pos - 1)) => Ok(Step::Switch(Some(j))),
                     _ => Ok(Step::Stay),
                 }
             }
@@ -1121,6 +1124,8 @@ impl Session<'_> {
         let mut thread = Thread::new(rec_child, proc, child, ptrace::getregs(child)?, clear_child_tid);
         thread.filters = self.state.threads[i].filters.clone();
         thread.spawned_at = self.state.pos;
+        // None of its code has run: the spawn is its last event.
+        thread.waits_after = Some(self.state.pos - 1);
         self.state.threads.push(thread);
         if proc == 0 && self.watchpoints.armed() {
             self.watchpoints.apply(child)?;

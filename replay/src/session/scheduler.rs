@@ -481,12 +481,16 @@ impl Session<'_> {
     /// thread's unlogged code may write (sort's merge tree: a parent's
     /// bounds, which a child's thread moves under the child's lock only).
     /// The threads of its process that were handed over at their last
-    /// events (`Thread::waits_after`) have not run that code yet, and
-    /// the recording may have run it there, on their own cores. Learned:
-    /// after those events, their threads run on to their next points
-    /// ([`crate::Lessons::run_on_after`]), which a replay from the start
-    /// acts on, in the same order of events (seed 003 §3.5.2). Only in a
-    /// replay in the log's order ([`Session::in_log_order`]).
+    /// events, or not run since their spawn (`Thread::waits_after`), have
+    /// not run that code yet, and the recording may have run it there, on
+    /// their own cores. Learned: after the earliest of those events, its
+    /// thread runs on to its next point (a spawned thread runs before its
+    /// creator goes on; [`crate::Lessons::run_on_after`]), which a replay
+    /// from the start acts on, in the same order of events (seed 003
+    /// §3.5.2). One thread per divergence: running every waiting thread
+    /// on would run some earlier than the recording did (a latch's later
+    /// arrivals). Only in a replay in the log's order
+    /// ([`Session::in_log_order`]).
     fn learn_run_on(&mut self, failure: &Failure) {
         let Failure::Unmatched { at, .. } = failure else { return };
         let own = self.trace.events.get(self.state.pos).is_some_and(|e| e.tid == at.tid) && at.event as usize == self.state.pos;
@@ -494,8 +498,9 @@ impl Session<'_> {
         if !own || !self.sync_logged || !self.in_log_order() {
             return;
         }
-        let waiting: Vec<usize> = self.others_of_process(i).filter_map(|t| self.state.threads[t].waits_after).collect();
-        self.state.run_on_after.extend(waiting);
+        if let Some(k) = self.others_of_process(i).filter_map(|t| self.state.threads[t].waits_after).min() {
+            self.state.run_on_after.insert(k);
+        }
     }
 
     /// Whether this replay follows the log's order alone: its schedule
