@@ -158,15 +158,13 @@ impl RunOnTrial {
 
     /// The replay after the restart diverged at log index `failed_at`:
     /// when that is no further, each of `lessons` loses the trial's run-on
-    /// lessons (and any it learned since). True when they did.
-    pub(crate) fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) -> bool {
-        let stalled = failed_at <= self.failed_at;
-        if stalled {
+    /// lessons (and any it learned since).
+    pub(crate) fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) {
+        if failed_at <= self.failed_at {
             for l in lessons.iter_mut() {
                 l.run_on_after = self.before.clone();
             }
         }
-        stalled
     }
 }
 
@@ -206,9 +204,9 @@ mod tests {
         assert!(RunOnTrial::of(&before, &before, 50).is_none(), "no run-on lesson added");
         let trial = RunOnTrial::of(&before, &after, 50).unwrap();
         let mut later = Lessons { run_on_after: BTreeSet::from([3, 40, 77]), ..Default::default() };
-        assert!(!trial.judge(51, &mut [&mut later]), "further: kept");
-        assert_eq!(later.run_on_after, BTreeSet::from([3, 40, 77]));
-        assert!(trial.judge(50, &mut [&mut later]), "no further: dropped");
-        assert_eq!(later.run_on_after, BTreeSet::from([3]));
+        trial.judge(51, &mut [&mut later]);
+        assert_eq!(later.run_on_after, BTreeSet::from([3, 40, 77]), "further: kept");
+        trial.judge(50, &mut [&mut later]);
+        assert_eq!(later.run_on_after, BTreeSet::from([3]), "no further: dropped");
     }
 }
