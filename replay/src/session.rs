@@ -47,7 +47,7 @@ use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Context, Result};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -588,15 +588,10 @@ struct State {
     protect: protect::Protect,
     /// How long the next thread that may be parked runs before it is.
     turn_slice: TurnSlice,
-    /// [`Lessons::wakers_first`]: those the replay started with and those
-    /// it learned (scheduler.rs, `wake_taken`).
-    wakers_first: BTreeSet<usize>,
-    /// [`Lessons::waiters_first`]: those the replay started with and those
-    /// it learned (scheduler.rs, `learn_waiters_first`).
-    waiters_first: BTreeSet<u64>,
-    /// [`Lessons::run_on_after`]: those the replay started with and those
-    /// it learned (scheduler.rs, `learn_run_on`).
-    run_on_after: BTreeSet<usize>,
+    /// The lessons the replay started with and those it learned
+    /// (scheduler.rs: `wake_taken`, `learn_waiters_first`, `learn_run_on`);
+    /// the spin words learned are their processes' ([`Proc::spin`]).
+    lessons: Lessons,
 }
 
 impl<'a> Session<'a> {
@@ -656,9 +651,7 @@ impl<'a> Session<'a> {
             aliases: WordAliases::default(),
             protect: protect::Protect::new(opts.trace_accesses, opts.schedule.reversals()),
             turn_slice: TurnSlice::new(),
-            wakers_first: opts.lessons.wakers_first.clone(),
-            waiters_first: opts.lessons.waiters_first.clone(),
-            run_on_after: opts.lessons.run_on_after.clone(),
+            lessons: opts.lessons.clone(),
         };
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.arm_lock_watches()?;
@@ -711,12 +704,7 @@ impl<'a> Session<'a> {
     /// What is known now: the lessons the replay started with and those it
     /// learned.
     pub(crate) fn lessons(&self) -> Lessons {
-        Lessons {
-            spin_words: self.spin_words(),
-            wakers_first: self.state.wakers_first.clone(),
-            waiters_first: self.state.waiters_first.clone(),
-            run_on_after: self.state.run_on_after.clone(),
-        }
+        Lessons { spin_words: self.spin_words(), ..self.state.lessons.clone() }
     }
 
     /// Runs the replay to its end and reports.

@@ -445,7 +445,7 @@ impl Session<'_> {
         let word = self.state.aliases.log_word(self.state.threads[i].proc, e.args[1]);
         let Some(next) = self.trace.events.get(self.state.pos) else { return };
         if next.tid != self.state.threads[i].rec && matches!(&next.kind, EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }) if *var == word) {
-            self.state.wakers_first.insert(self.state.pos);
+            self.state.lessons.wakers_first.insert(self.state.pos);
         }
     }
 
@@ -470,8 +470,8 @@ impl Session<'_> {
         let Some(expected) = self.trace.events.get(self.state.pos) else { return };
         if let EventKind::Sync(Sync { op: SyncOp::FutexWake | SyncOp::FutexWaitStart, var, .. }) = &expected.kind {
             let own = expected.tid == at.tid && at.event as usize == self.state.pos;
-            if own && self.in_log_order() && !self.state.wakers_first.contains(&self.state.pos) && !self.log.is_lock_word(*var) {
-                self.state.waiters_first.insert(*var);
+            if own && self.in_log_order() && !self.state.lessons.wakers_first.contains(&self.state.pos) && !self.log.is_lock_word(*var) {
+                self.state.lessons.waiters_first.insert(*var);
             }
         }
     }
@@ -499,7 +499,7 @@ impl Session<'_> {
             return;
         }
         if let Some(k) = self.others_of_process(i).filter_map(|t| self.state.threads[t].waits_after).min() {
-            self.state.run_on_after.insert(k);
+            self.state.lessons.run_on_after.insert(k);
         }
     }
 
@@ -527,7 +527,7 @@ impl Session<'_> {
         let pos = self.state.pos;
         match self.trace.events.get(pos).map(|ev| &ev.kind) {
             Some(EventKind::Sync(Sync { op: SyncOp::FutexWake, var, .. }))
-                if self.state.waiters_first.contains(var) && !self.state.wakers_first.contains(&pos) => {}
+                if self.state.lessons.waiters_first.contains(var) && !self.state.lessons.wakers_first.contains(&pos) => {}
             _ => return None,
         }
         let waits_now = |t: usize| match self.next_logged(t).map(|e| &e.kind) {
@@ -945,7 +945,7 @@ impl Session<'_> {
             }
             _ => return None,
         };
-        if wake && self.state.wakers_first.contains(&self.state.pos) {
+        if wake && self.state.lessons.wakers_first.contains(&self.state.pos) {
             return None;
         }
         // Each candidate with the index of the event that ends its stretch.

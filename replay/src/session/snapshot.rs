@@ -39,7 +39,6 @@ impl Snapshot {
         self.state.digest.is_some() == opts.digest
             && self.state.sync_trace.capacity() == opts.sync_trace_len
             && opts.trace_accesses.is_none_or(|t| self.state.sync_count < t.from)
-
     }
 
     /// A new process from `template` with this snapshot's threads.
@@ -82,9 +81,7 @@ impl<'a> Session<'a> {
         for p in state.procs.iter_mut().filter(|p| p.spin.is_empty()) {
             p.spin = opts.lessons.spin_words.of(p.rec).to_vec();
         }
-        state.wakers_first.extend(&opts.lessons.wakers_first);
-        state.waiters_first.extend(&opts.lessons.waiters_first);
-        state.run_on_after.extend(&opts.lessons.run_on_after);
+        state.lessons.absorb(&opts.lessons);
         let mut session = Self::new(trace, opts, log, checkpoints, state);
         session.resumed = true;
         session.cur = s.cur;
