@@ -136,6 +136,46 @@ impl Lessons {
     }
 }
 
+/// Times a replay starts over at most because it learned something: one
+/// per spin loop, misjudged wake or race the program reaches.
+pub(crate) const MAX_RESTARTS: usize = 4;
+
+/// The starts over of one replay with what it learned
+/// ([`crate::Replayer::replay`], `ReplaySession::relearned`): at most
+/// [`MAX_RESTARTS`], each said on stderr, the latest one's run-on lessons
+/// on trial ([`RunOnTrial`]).
+#[derive(Debug, Default)]
+pub(crate) struct Restarts {
+    count: usize,
+    trial: Option<RunOnTrial>,
+}
+
+impl Restarts {
+    /// Whether the replay has started over.
+    pub(crate) fn started_over(&self) -> bool {
+        self.count > 0
+    }
+
+    /// A replay that acted on `acting` diverged at log index `failed_at`,
+    /// knowing `known`. Both lose the latest restart's run-on lessons when
+    /// that got it no further. Then, when `known` adds to `acting`, starts
+    /// are left and the caller `allows` it: says so on stderr, puts the
+    /// new run-on lessons on trial, and returns true (the replay starts
+    /// over with `known`).
+    pub(crate) fn again(&mut self, acting: &mut Lessons, known: &mut Lessons, failed_at: usize, allowed: bool) -> bool {
+        if let Some(t) = self.trial.take() {
+            t.judge(failed_at, &mut [&mut *known, &mut *acting]);
+        }
+        if known == acting || self.count >= MAX_RESTARTS || !allowed {
+            return false;
+        }
+        self.count += 1;
+        eprintln!("{}", known.restart_note(acting));
+        self.trial = RunOnTrial::of(acting, known, failed_at);
+        true
+    }
+}
+
 /// A restart that added run-on lessons ([`Lessons::run_on_after`]): where
 /// the replay before it diverged, and the run-on lessons it had. When the
 /// replay after it diverges no further, running those threads on did not
@@ -143,7 +183,7 @@ impl Lessons {
 /// run-on lessons are dropped, so that they neither start more
 /// re-executions nor reach a search or the trace's lessons file.
 #[derive(Debug, Clone)]
-pub(crate) struct RunOnTrial {
+struct RunOnTrial {
     failed_at: usize,
     before: BTreeSet<usize>,
 }
@@ -152,14 +192,14 @@ impl RunOnTrial {
     /// The trial of a restart from `before` to `after` after a replay that
     /// diverged at log index `failed_at`; `None` when the restart adds no
     /// run-on lesson.
-    pub(crate) fn of(before: &Lessons, after: &Lessons, failed_at: usize) -> Option<Self> {
+    fn of(before: &Lessons, after: &Lessons, failed_at: usize) -> Option<Self> {
         (after.run_on_after != before.run_on_after).then(|| RunOnTrial { failed_at, before: before.run_on_after.clone() })
     }
 
     /// The replay after the restart diverged at log index `failed_at`:
     /// when that is no further, each of `lessons` loses the trial's run-on
     /// lessons (and any it learned since).
-    pub(crate) fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) {
+    fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) {
         if failed_at <= self.failed_at {
             for l in lessons.iter_mut() {
                 l.run_on_after = self.before.clone();

@@ -8,11 +8,10 @@ use crate::debug::{Registers, Resume, SessionOptions, Stop, UserCheckpoint, Watc
 use crate::epoch::{Epoch, Epochs};
 use crate::failure::Failure;
 use crate::loader::{self, Library};
-use crate::lessons::RunOnTrial;
+use crate::lessons::Restarts;
 use crate::log_index::LogIndex;
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::session::{Goal, Halt, Session, Watchpoints};
-use crate::replayer::MAX_RESTARTS;
 use crate::timeline::{Saved, Timeline};
 use crate::{Outcome, ReplayOptions};
 use anyhow::{anyhow, bail, Context, Result};
@@ -52,11 +51,9 @@ pub struct ReplaySession<'a> {
     epochs: Epochs,
     /// The furthest event the replay has shown output for.
     furthest: u64,
-    /// Times the replay started over with lessons it learned
+    /// Its starts over with lessons it learned
     /// ([`ReplaySession::relearned`]).
-    restarts: usize,
-    /// The latest restart's run-on lessons, on trial.
-    trial: Option<RunOnTrial>,
+    restarts: Restarts,
     exe: PathBuf,
 }
 
@@ -96,8 +93,7 @@ impl<'a> ReplaySession<'a> {
             user_checkpoints: Vec::new(),
             epochs: Epochs::new(trace),
             furthest: 0,
-            restarts: 0,
-            trial: None,
+            restarts: Restarts::default(),
         })
     }
 
@@ -305,24 +301,18 @@ impl<'a> ReplaySession<'a> {
     /// replay learned something it did not start with ([`crate::Lessons`]:
     /// where a thread spins, a wake whose logged waker goes first, a word
     /// whose wakes wait for the waiters, threads to run on past events),
-    /// starts over from the start with it, at most [`MAX_RESTARTS`] times,
-    /// unless it diverged at log index `failed_at` or earlier after run-on
-    /// lessons that are then dropped ([`RunOnTrial`]); true
+    /// starts over from the start with it ([`Restarts`]: at most a few
+    /// times, and not after run-on lessons that got it no further than
+    /// log index `failed_at`, which are then dropped); true
     /// when it did. Only from the start: the stops of the debugger's marks
     /// are counted under the lessons a replay had, so the timeline's
     /// checkpoints go too. Not after the user changed registers or memory:
     /// the divergence may be theirs.
     fn relearned(&mut self, failed_at: usize) -> Result<bool> {
         let mut lessons = self.live.lessons();
-        if let Some(t) = self.trial.take() {
-            t.judge(failed_at, &mut [&mut lessons, &mut self.opts.lessons]);
-        }
-        if lessons == self.opts.lessons || self.restarts >= MAX_RESTARTS || self.changed.is_some() {
+        if !self.restarts.again(&mut self.opts.lessons, &mut lessons, failed_at, self.changed.is_none()) {
             return Ok(false);
         }
-        self.restarts += 1;
-        eprintln!("{}", lessons.restart_note(&self.opts.lessons));
-        self.trial = RunOnTrial::of(&self.opts.lessons, &lessons, failed_at);
         self.opts.lessons = lessons;
         self.timeline = Timeline::new(self.sopts.max_checkpoints);
         self.restore(Origin::Start)?;

@@ -4,7 +4,7 @@
 
 use crate::checkpoint::{Checkpoints, Policy};
 use crate::log_index::LogIndex;
-use crate::lessons::{Lessons, RunOnTrial};
+use crate::lessons::{Lessons, Restarts};
 use crate::session::{Outcome, ReplayOptions, Report, Session, Snapshot};
 use anyhow::Result;
 use nix::unistd::Pid;
@@ -32,11 +32,6 @@ pub struct Replayer<'a> {
     lessons: Lessons,
 }
 
-/// Times a replay starts over at most because it learned something
-/// ([`Replayer::replay`]): one per spin loop or misjudged wake the program
-/// reaches.
-pub(crate) const MAX_RESTARTS: usize = 4;
-
 impl<'a> Replayer<'a> {
     /// A replayer that takes no checkpoints.
     pub fn new(trace: &'a Trace) -> Self {
@@ -62,36 +57,28 @@ impl<'a> Replayer<'a> {
     /// a thread run ahead of a logged wake made it; a waker found nobody
     /// waiting; a thread diverged while others waited at their last
     /// events) starts over from the program's start with them, at most
-    /// [`MAX_RESTARTS`] times; output already echoed is not echoed again.
-    /// Run-on lessons that got the replay no further are dropped
-    /// ([`RunOnTrial`]).
+    /// 4 times ([`Restarts`]; run-on lessons that got the replay no
+    /// further are dropped); output already echoed is not echoed again.
     /// New lessons drop the checkpoints, which were taken without them.
     /// Errors as [`replay`].
     pub fn replay(&mut self, opts: &ReplayOptions) -> Result<Report> {
         self.lessons.absorb(&opts.lessons);
         let mut opts = ReplayOptions { lessons: self.lessons.clone(), ..opts.clone() };
-        let mut restart = 0;
-        let mut trial: Option<RunOnTrial> = None;
+        let mut restarts = Restarts::default();
         loop {
-            let mut report = self.replay_once(&opts, restart > 0)?;
-            if let (Outcome::Invalid(failure), Some(t)) = (&report.outcome, &trial) {
-                t.judge(failure.event().unwrap_or(0), &mut [&mut report.lessons, &mut opts.lessons, &mut self.lessons]);
-            }
-            let learned = report.lessons != opts.lessons;
-            if learned {
+            let mut report = self.replay_once(&opts, restarts.started_over())?;
+            let Outcome::Invalid(failure) = &report.outcome else { return Ok(report) };
+            let failed_at = failure.event().unwrap_or(0);
+            let again = restarts.again(&mut opts.lessons, &mut report.lessons, failed_at, true);
+            if report.lessons != self.lessons {
                 self.checkpoints.as_mut().map(Checkpoints::clear);
                 self.lessons = report.lessons.clone();
             }
-            match &report.outcome {
-                Outcome::Invalid(failure) if learned && restart < MAX_RESTARTS => {
-                    eprintln!("{}", report.lessons.restart_note(&opts.lessons));
-                    opts.echo_from = opts.echo_from.max(failure.event().unwrap_or(0));
-                    trial = RunOnTrial::of(&opts.lessons, &report.lessons, failure.event().unwrap_or(0));
-                    opts.lessons = report.lessons;
-                    restart += 1;
-                }
-                _ => return Ok(report),
+            if !again {
+                return Ok(report);
             }
+            opts.echo_from = opts.echo_from.max(failed_at);
+            opts.lessons = report.lessons;
         }
     }
 
