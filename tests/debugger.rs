@@ -352,6 +352,57 @@ fn reverse_stepi_moves_the_selected_thread() {
     assert_ne!(printed(t.section("before")), printed(t.section("pc")), "main went back an instruction:\n{}", t.text);
 }
 
+/// A stop selects the thread it is in: after `thread 1` and a continue
+/// that stops in a worker, gdb sends no `Hg` for that worker (the stop
+/// reply named it), and reverse-stepi then moves the worker, not main.
+#[test]
+fn reverse_stepi_after_a_stop_moves_the_thread_that_stopped() {
+    let (trace, exe) = counter_trace("dbg-select-stop");
+    let server = Server::start(&trace);
+    let t = server.gdb(
+        &exe,
+        &[
+            "break work_step",
+            "continue",
+            "thread 1",
+            "continue",
+            "continue",
+            "reverse-continue",
+            "@stopped",
+            "p $_thread",
+            "@reverse-stepi",
+            "reverse-stepi",
+            "p $_thread",
+            "@frame",
+            "bt 1",
+        ],
+    );
+    let (stopped, back) = (t.section("stopped"), t.section("reverse-stepi"));
+    assert_ne!(printed(stopped), "1", "reverse-continue stops in a worker:\n{}", t.text);
+    assert!(!back.contains("received signal"), "{}", t.text);
+    assert_eq!(printed(back), printed(stopped), "the worker that stopped stays selected:\n{}", t.text);
+    assert!(t.section("frame").contains("counter.c:21"), "the worker went back into work_step's prologue:\n{}", t.text);
+}
+
+/// A watchpoint's store after a loop of 20,000,000 rounds with no syscall
+/// (one segment of the replay): reverse-continue goes back to the moment
+/// before the store without single-stepping the loop, well within the
+/// session's timeout (single steps took minutes for 300,000 rounds).
+#[test]
+fn reverse_continue_to_a_store_after_a_long_loop() {
+    let exe = debug_program("longloop");
+    let trace = trace_dir("dbg-longloop");
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "result 42 counter 20000000\n", "{}", err(&rec));
+    let server = Server::start(&trace);
+    let t = server.gdb(&exe, &["watch result", "continue", "@back", "reverse-continue", "@value", "print result", "@counter", "print counter"]);
+    let back = t.section("back");
+    assert!(back.contains("Old value = 42\nNew value = 0\n"), "{}", t.text);
+    assert!(back.contains("worker") && back.contains("longloop.c:12"), "{}", t.text);
+    assert_eq!(int(t.section("value")), 0, "{}", t.text);
+    assert_eq!(int(t.section("counter")), 20_000_000, "the loop is done before the store:\n{}", t.text);
+}
+
 /// A resume the replay cannot carry out is a stop, not a dropped client:
 /// a step of a thread that is not live here (gdb's selection from another
 /// point of the recording) ends in that thread, and a reverse step with

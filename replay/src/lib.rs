@@ -49,6 +49,7 @@ pub mod loader;
 mod log_index;
 pub mod mark;
 pub mod position;
+mod predecessor;
 mod remote;
 mod replay_session;
 mod reverse;

@@ -10,11 +10,16 @@
 //!   spacing of replay time, replayed twice (scan, then seek).
 //! * reverse-step goes to the moment one instruction earlier in the
 //!   thread: drop a trailing single step; after a trap, single-step from
-//!   the trap before it (or the segment's start) to the current one; at a
+//!   the trap before it (or the segment's start) to the current one, or,
+//!   closer, from the last hit of the instruction that ends at the trap's
+//!   pc (a breakpoint there, whose hits are counted: predecessor.rs); at a
 //!   segment's start, single-step the thread's previous segment to its end.
+//!   A watchpoint's hit found going backwards is gone back over the same
+//!   way, to the moment before the access.
 
 use crate::debug::{Stop, Watchpoint};
 use crate::mark::{Leg, Mark, TrapSet};
+use crate::predecessor;
 use crate::replay_session::{watch_hit, Origin, ReplaySession};
 use crate::session::{Goal, Halt};
 use anyhow::{anyhow, bail, Result};
@@ -237,12 +242,16 @@ impl ReplaySession<'_> {
     }
 
     /// The moment one instruction before `now`, which ends with a trap leg:
-    /// single steps from the trap before it (or its segment's start).
+    /// single steps from the trap before it (or its segment's start), or
+    /// from a [`closer_anchor`](Self::closer_anchor) after it.
     fn before_trap(&mut self, now: &Mark, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
         let mut anchor = now.clone();
         let Some(Leg::Traps(own, n)) = anchor.path.pop() else { bail!("internal error: {now} does not end with a trap") };
         if n > 1 {
             anchor.path.push(Leg::Traps(own.clone(), n - 1));
+        }
+        if let Some(closer) = self.closer_anchor(now, &anchor, &own)? {
+            anchor = closer;
         }
         self.seek(&anchor)?;
         let step = Some(self.live.thread_index(now.tid).ok_or_else(|| anyhow!("no thread {}", now.tid))?);
@@ -267,6 +276,44 @@ impl ReplaySession<'_> {
             anchor.push(Leg::Steps(steps));
         }
         Ok(anchor)
+    }
+
+    /// A moment between `anchor` and `now` (which ends with a trap of `own`
+    /// reached from `anchor`) from which to single-step to the trap: the
+    /// last hit before the trap of a breakpoint on the instruction that
+    /// ends at the trap's pc (predecessor.rs), which is most often the one
+    /// executed right before it, or else a call whose callee returns there.
+    /// A long segment is then not single-stepped from its start: the hits
+    /// are counted at the speed of traps. `None` when there is no such
+    /// instruction, or it is not hit. Errors: the replay leaves the segment.
+    fn closer_anchor(&mut self, now: &Mark, anchor: &Mark, own: &Arc<TrapSet>) -> Result<Option<Mark>> {
+        let tid = now.tid;
+        self.seek(now)?;
+        let trap_pc = self.live.pc(tid)?;
+        let Some(task) = self.live.task_id(tid) else { return Ok(None) };
+        let candidate = predecessor::instruction_ending_at(task, trap_pc, |a, buf| self.read_memory(a, buf));
+        let Some(before) = candidate.filter(|c| !own.breakpoints.contains(c)) else { return Ok(None) };
+        let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
+        self.seek(anchor)?;
+        let hits = self.with_traps(&union(own, &probe), |me| {
+            let mut hits = 0;
+            loop {
+                let halt = me.run(&Goal { traps: true, ..Goal::default() })?;
+                if me.mark.point != now.point {
+                    bail!("{now} is not reached again ({halt:?})");
+                }
+                match halt {
+                    Halt::Breakpoint if me.live.pc(tid)? == before => hits += 1,
+                    Halt::Breakpoint | Halt::Watch(_) => return Ok(hits),
+                    other => bail!("{now} is not reached again ({other:?})"),
+                }
+            }
+        })?;
+        Ok((hits > 0).then(|| {
+            let mut closer = anchor.clone();
+            closer.push(Leg::Traps(probe, hits));
+            closer
+        }))
     }
 
     /// The last moment of thread `tid`'s last segment before `now` in

@@ -79,6 +79,10 @@ pub struct Intercept {
     general: Option<i32>,
     /// gdb's last `Hc` named any thread (`0` or `-1`) rather than one.
     continue_any: bool,
+    /// The last resume was a `bc` or `bs` of the thread `Hc` named: gdb
+    /// stepping a thread off a breakpoint before it resumes the one it
+    /// selected, which that stop does not change.
+    named_reverse: bool,
 }
 
 impl Intercept {
@@ -104,12 +108,30 @@ impl Intercept {
     }
 
     /// Notes the thread a packet gdbstub read selects (`Hg`, `Hc`; GDB RSP,
-    /// "Packets": `H op thread-id`).
+    /// "Packets": `H op thread-id`), and how it resumes (`bc`, `bs`,
+    /// `vCont`, `c`, `s`, `C`, `S`).
     fn packet_read(&mut self) {
-        match self.body.split_at_checked(2) {
-            Some((b"Hg", id)) => self.general = thread_id(id),
-            Some((b"Hc", id)) => self.continue_any = thread_id(id).is_none(),
-            _ => {}
+        let body = self.body.as_slice();
+        if let Some(id) = body.strip_prefix(b"Hg") {
+            self.general = thread_id(id);
+        } else if let Some(id) = body.strip_prefix(b"Hc") {
+            self.continue_any = thread_id(id).is_none();
+        } else if body == b"bc" || body == b"bs" {
+            self.named_reverse = !self.continue_any;
+        } else if body.starts_with(b"vCont;") || matches!(body.first(), Some(b'c' | b's' | b'C' | b'S')) {
+            self.named_reverse = false;
+        }
+    }
+
+    /// A stop was reported in thread `tid`, which becomes the general
+    /// thread: gdb selects it and sends no `Hg` for it (the stop reply
+    /// named it; gdbserver makes that thread its general one too). A `bs`
+    /// after `Hc0` then steps the thread that stopped, not one gdb
+    /// selected before the stop. Not after a reverse resume of a named
+    /// thread: that stepped it off a breakpoint, and gdb's selection stays.
+    pub fn stopped_in(&mut self, tid: i32) {
+        if !self.named_reverse {
+            self.general = Some(tid);
         }
     }
 
@@ -269,6 +291,19 @@ mod tests {
             pass_all(&mut i, &mut s);
             assert_eq!(i.step_thread(), Some(0x65b3));
         }
+        let mut s = script(&[b"$bc#c5"]);
+        s.read_more();
+        pass_all(&mut i, &mut s);
+        i.stopped_in(0x65b5);
+        assert_eq!(i.step_thread(), Some(0x65b5), "a stop selects the thread it is in");
+        let mut s = script(&[b"$Hcp1.65b4#7b$bs#d5"]);
+        s.read_more();
+        pass_all(&mut i, &mut s);
+        i.stopped_in(0x65b4);
+        let mut s = script(&[b"$Hcp1.0#aa"]);
+        s.read_more();
+        pass_all(&mut i, &mut s);
+        assert_eq!(i.step_thread(), Some(0x65b5), "a step off a breakpoint selects nothing");
         let mut s = script(&[b"$Hg0#df"]);
         s.read_more();
         pass_all(&mut i, &mut s);

@@ -12,6 +12,7 @@
 //! (`qGetTLSAddr`, `qShlibInfoAddr`, `vKill`: [`crate::intercept`]).
 
 use crate::intercept::{Intercept, Taken, Unread};
+use crate::stop;
 use crate::target::ReplayTarget;
 use anyhow::{Context, Result};
 use gdbstub::stub::state_machine::GdbStubStateMachine;
@@ -291,15 +292,28 @@ fn serve_client(target: &mut ReplayTarget<'_, '_>, stream: TcpStream) -> Result<
                         if incoming.closed {
                             return Ok(ClientEnd::Closed);
                         }
+                        note_stop(&mut intercept, target, &reason);
                         gdb.report_stop(target, reason)?
                     }
                 }
             }
             GdbStubStateMachine::CtrlCInterrupt(gdb) => {
                 let reason: Option<MultiThreadStopReason<u64>> = running.then(|| target.interrupted());
+                if let Some(reason) = &reason {
+                    note_stop(&mut intercept, target, reason);
+                }
                 gdb.interrupt_handled(target, reason)?
             }
             GdbStubStateMachine::Disconnected(gdb) => return Ok(ClientEnd::Disconnected(gdb.get_reason())),
         };
+    }
+}
+
+/// A stop is reported: its thread becomes gdb's general thread
+/// ([`Intercept::stopped_in`]), which a `bs` after `Hc0` steps.
+fn note_stop(intercept: &mut Intercept, target: &mut ReplayTarget<'_, '_>, reason: &MultiThreadStopReason<u64>) {
+    if let Some(tid) = stop::thread_of(reason) {
+        intercept.stopped_in(tid);
+        target.any_step_thread = intercept.step_thread();
     }
 }

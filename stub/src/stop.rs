@@ -17,6 +17,17 @@ pub fn gdb_tid(tid: Tid) -> NonZeroUsize {
     NonZeroUsize::new(tid.max(1) as usize).expect("at least 1")
 }
 
+/// The thread a stop reply names (`T` packets' `thread:`), if it names
+/// one.
+pub fn thread_of(reason: &MultiThreadStopReason<u64>) -> Option<i32> {
+    use MultiThreadStopReason as R;
+    match reason {
+        R::SignalWithThread { tid, .. } | R::SwBreak(tid) | R::HwBreak(tid) | R::Watch { tid, .. } => Some(tid.get() as i32),
+        R::ReplayLog { tid, .. } => tid.map(|t| t.get() as i32),
+        _ => None,
+    }
+}
+
 /// The stop reply for `stop`, reported in thread `tid` (the stop's own
 /// thread when it is alive, else one that is: gdb must be able to select
 /// it). `again`: the stop is the recording's end right after it was
