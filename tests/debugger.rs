@@ -398,9 +398,27 @@ fn reverse_continue_to_a_store_after_a_long_loop() {
     let t = server.gdb(&exe, &["watch result", "continue", "@back", "reverse-continue", "@value", "print result", "@counter", "print counter"]);
     let back = t.section("back");
     assert!(back.contains("Old value = 42\nNew value = 0\n"), "{}", t.text);
-    assert!(back.contains("worker") && back.contains("longloop.c:12"), "{}", t.text);
+    assert!(back.contains("worker") && back.contains("longloop.c:14"), "{}", t.text);
     assert_eq!(int(t.section("value")), 0, "{}", t.text);
     assert_eq!(int(t.section("counter")), 20_000_000, "the loop is done before the store:\n{}", t.text);
+}
+
+/// reverse-stepi from right after getppid's `syscall` (a segment's start:
+/// the syscall is a logged event) goes back to the `syscall` instruction,
+/// found at the speed of traps, not by single-stepping the thread's
+/// previous segment, which holds the 20,000,000-round loop.
+#[test]
+fn reverse_stepi_over_a_syscall_after_a_long_loop() {
+    let exe = debug_program("longloop");
+    let trace = trace_dir("dbg-longloop-syscall");
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "result 42 counter 20000000\n", "{}", err(&rec));
+    let server = Server::start(&trace);
+    let t = server.gdb(&exe, &["break getppid", "continue", "@after", "stepi 2", "x/i $pc", "@back", "reverse-stepi", "x/i $pc"]);
+    assert!(t.section("after").contains("ret"), "two instructions into getppid is after its syscall:\n{}", t.text);
+    let back = t.section("back");
+    assert!(back.contains("getppid") && back.contains("syscall"), "{}", t.text);
+    assert!(!back.contains("received signal"), "{}", t.text);
 }
 
 /// A resume the replay cannot carry out is a stop, not a dropped client:

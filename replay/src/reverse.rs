@@ -20,10 +20,14 @@
 use crate::debug::{Stop, Watchpoint};
 use crate::mark::{Leg, Mark, TrapSet};
 use crate::predecessor;
+use crate::remote;
 use crate::replay_session::{watch_hit, Origin, ReplaySession};
 use crate::session::{Goal, Halt};
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use weft_record::Tid;
@@ -278,6 +282,19 @@ impl ReplaySession<'_> {
         Ok(anchor)
     }
 
+    /// The replayed process's ELF modules (predecessor.rs): the loader's
+    /// list, each read from the trace's copy of its file when it has one;
+    /// the executable (which the list names by no path) from the recorded
+    /// one. Empty when the list cannot be read.
+    fn modules(&self) -> Vec<predecessor::Module> {
+        let Ok(libraries) = self.libraries() else { return Vec::new() };
+        let path_of = |name: &[u8]| match name {
+            [] => self.exe_path().to_path_buf(),
+            _ => self.recorded_copy(name).and_then(Result::ok).unwrap_or_else(|| PathBuf::from(OsStr::from_bytes(name))),
+        };
+        libraries.iter().map(|lib| predecessor::Module { path: path_of(&lib.name), bias: lib.l_addr }).collect()
+    }
+
     /// A moment between `anchor` and `now` (which ends with a trap of `own`
     /// reached from `anchor`) from which to single-step to the trap: the
     /// last hit before the trap of a breakpoint on the instruction that
@@ -290,8 +307,7 @@ impl ReplaySession<'_> {
         let tid = now.tid;
         self.seek(now)?;
         let trap_pc = self.live.pc(tid)?;
-        let Some(task) = self.live.task_id(tid) else { return Ok(None) };
-        let candidate = predecessor::instruction_ending_at(task, trap_pc, |a, buf| self.read_memory(a, buf));
+        let candidate = predecessor::instruction_ending_at(&self.modules(), trap_pc, |a, buf| self.read_memory(a, buf));
         let Some(before) = candidate.filter(|c| !own.breakpoints.contains(c)) else { return Ok(None) };
         let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
         self.seek(anchor)?;
@@ -353,6 +369,9 @@ impl ReplaySession<'_> {
     /// whose pc is not `pc_now` (a pthread breakpoint ends a segment at
     /// the same pc the next one starts at).
     fn last_instruction(&mut self, start: &Mark, pc_now: u64, interrupt: &mut dyn FnMut() -> bool) -> Result<Mark> {
+        if let Some(mark) = self.last_instruction_by_breakpoint(start, pc_now)? {
+            return Ok(mark);
+        }
         self.seek(start)?;
         let step = Some(self.live.thread_index(start.tid).ok_or_else(|| anyhow!("no thread {}", start.tid))?);
         let mut pcs = vec![self.live.pc(start.tid)?];
@@ -378,7 +397,55 @@ impl ReplaySession<'_> {
         }
         Ok(mark)
     }
+
+    /// The last instruction boundary of the segment that starts at
+    /// `start`, found at the speed of traps: its thread ends the segment
+    /// by executing the instruction that ends at its pc there (most often
+    /// a `syscall`; predecessor.rs), so the last hit of a breakpoint on
+    /// that instruction is the boundary, when one step from there ends the
+    /// segment. `None` when the instruction is not found or not hit, or the
+    /// step does not end the segment. Errors: rebuilding processes failed.
+    fn last_instruction_by_breakpoint(&mut self, start: &Mark, pc_now: u64) -> Result<Option<Mark>> {
+        let tid = start.tid;
+        self.seek(start)?;
+        if self.run_to_segment(start.point + 1).is_err() {
+            return Ok(None);
+        }
+        let end_pc = self.live.pc(tid)?;
+        // A segment that ends at a syscall's entry stop ends after its
+        // `syscall` instruction, which may be in no named function (the
+        // in-process runtime's sites).
+        let mut syscall = [0; 2];
+        let candidate = if self.read_memory(end_pc.wrapping_sub(2), &mut syscall) == 2 && syscall == remote::SYSCALL_INSN {
+            Some(end_pc - 2)
+        } else {
+            predecessor::instruction_ending_at(&self.modules(), end_pc, |a, buf| self.read_memory(a, buf))
+        };
+        let Some(before) = candidate.filter(|&c| c != pc_now) else { return Ok(None) };
+        let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
+        self.seek(start)?;
+        let hits = self.with_traps(&probe, |me| {
+            let mut hits = 0;
+            while me.run(&Goal { traps: true, ..Goal::default() })? == Halt::Breakpoint && me.mark.point == start.point {
+                hits += 1;
+            }
+            Ok(hits)
+        })?;
+        if hits == 0 {
+            return Ok(None);
+        }
+        let mut mark = start.clone();
+        mark.push(Leg::Traps(probe, hits));
+        self.seek(&mark)?;
+        let step = self.live.thread_index(tid);
+        let ends = self.with_traps(&TrapSet::default(), |me| {
+            let halt = me.run(&Goal { step, ..Goal::default() })?;
+            Ok(me.mark.point != start.point || halt != Halt::Stepped(true))
+        })?;
+        Ok(ends.then_some(mark))
+    }
 }
+
 /// Single steps between two polls of the client's interrupt (about 50 ms
 /// of ptrace single steps).
 const POLL_STEPS: u64 = 4096;
