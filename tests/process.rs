@@ -77,6 +77,23 @@ fn fork_while_a_lock_is_held_and_a_child_killed_in_a_syscall() {
     }
 }
 
+/// A child killed (SIGKILL) while it still makes calls: the log has its
+/// calls after the parent's kill, which the replay defers until the
+/// child has made them. 3 recordings of 20 kills each, every one valid in
+/// the log's order (no search).
+#[test]
+fn a_child_killed_while_it_makes_calls() {
+    let prog = program("killchild");
+    let want: String = (0..20).map(|i| format!("child {i}: killed by signal 9\n")).collect();
+    for attempt in 0..3 {
+        let trace = trace_dir(&format!("killchild-{attempt}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        assert_eq!(String::from_utf8_lossy(&rec.stdout), want, "{}", err(&rec));
+        let rep = replay(&trace, &["--no-explore"]);
+        assert_replays_as_recorded("killchild", &rec, &rep);
+    }
+}
+
 #[test]
 fn bounded_fork_bomb_ends_with_the_tree() {
     let prog = program("forktree");

@@ -565,6 +565,12 @@ struct State {
     /// (async_signal.rs, `send_together`): the kill that sent one in the
     /// recording, later in the log, is not made again.
     sent_early: HashSet<(Tid, i32)>,
+    /// Processes (indices) another one sent SIGKILL to while their threads
+    /// still had logged events ahead: kill(2) returns before the signal
+    /// kills, and the recording logged their calls after it (a shell or
+    /// GNU parallel killing a child that is still starting up). Each is
+    /// killed once its threads have none left ([`Session::kill_finished`]).
+    kill_pending: Vec<usize>,
     sync_trace: SyncTrace,
     /// Address of a `syscall` instruction in the tracee (remote syscalls
     /// for checkpoints), once a thread has stopped at one.
@@ -642,6 +648,7 @@ impl<'a> Session<'a> {
             filter_warned: false,
             last_delivery: None,
             sent_early: HashSet::new(),
+            kill_pending: Vec::new(),
             sync_trace: SyncTrace::new(opts.sync_trace_len),
             syscall_insn: None,
             switches: 0,

@@ -800,6 +800,11 @@ impl Session<'_> {
         let Some((first, second)) = ids else {
             return self.finish_syscall(i, s.result);
         };
+        let killed = self.state.procs.iter().position(|p| p.live && (p.pid == first || Some(p.pid) == second));
+        if let Some(p) = killed.filter(|&p| p != me && signo == libc::SIGKILL && self.logs_more(p)) {
+            self.state.kill_pending.push(p);
+            return self.finish_syscall(i, s.result);
+        }
         let nr = e.nr;
         self.execute_changed(i, e, |r| {
             r.rdi = first.as_raw() as u64;
@@ -814,9 +819,27 @@ impl Session<'_> {
         self.set_result(i, s.result)?;
         // Another process killed: reaped now, before anything asks its
         // threads for their state.
-        let killed = self.state.procs.iter().position(|p| p.live && (p.pid == first || Some(p.pid) == second));
         if let Some(p) = killed.filter(|&p| p != me && signo == libc::SIGKILL) {
             self.reap(p)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a thread of process `p` has logged events ahead.
+    fn logs_more(&self, p: usize) -> bool {
+        self.state.threads.iter().any(|t| t.proc == p && t.at != At::Exited && !self.events_ahead(t.rec).is_empty())
+    }
+
+    /// Kills (SIGKILL) and reaps each process of
+    /// [`State::kill_pending`](super::State) whose threads have no logged
+    /// event left: where the recording's SIGKILL took it. Errors: reaping.
+    pub(super) fn kill_finished(&mut self) -> Result<()> {
+        while let Some(k) = self.state.kill_pending.iter().position(|&p| !self.logs_more(p)) {
+            let p = self.state.kill_pending.swap_remove(k);
+            if self.state.procs[p].live {
+                let _ = nix::sys::signal::kill(self.state.procs[p].pid, nix::sys::signal::Signal::SIGKILL);
+                self.reap(p)?;
+            }
         }
         Ok(())
     }

@@ -114,6 +114,9 @@ impl Session<'_> {
         }
         loop {
             self.watchdog.progress(self.state.pos);
+            if !self.state.kill_pending.is_empty() {
+                self.kill_finished()?;
+            }
             let cur = self.cur;
             let step = match self.pending.take() {
                 Some(op) => self.point_handled(|s| s.sync_point(cur, op))?,
