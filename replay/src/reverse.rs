@@ -302,29 +302,14 @@ impl ReplaySession<'_> {
     /// executed right before it, or else a call whose callee returns there.
     /// A long segment is then not single-stepped from its start: the hits
     /// are counted at the speed of traps. `None` when there is no such
-    /// instruction, or it is not hit. Errors: the replay leaves the segment.
+    /// instruction, or it is not hit. Errors: rebuilding processes failed.
     fn closer_anchor(&mut self, now: &Mark, anchor: &Mark, own: &Arc<TrapSet>) -> Result<Option<Mark>> {
         let tid = now.tid;
         self.seek(now)?;
         let trap_pc = self.live.pc(tid)?;
-        let candidate = predecessor::instruction_ending_at(&self.modules(), trap_pc, |a, buf| self.read_memory(a, buf));
-        let Some(before) = candidate.filter(|c| !own.breakpoints.contains(c)) else { return Ok(None) };
-        let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
+        let Some(before) = self.instruction_before(trap_pc).filter(|c| !own.breakpoints.contains(c)) else { return Ok(None) };
         self.seek(anchor)?;
-        let hits = self.with_traps(&union(own, &probe), |me| {
-            let mut hits = 0;
-            loop {
-                let halt = me.run(&Goal { traps: true, ..Goal::default() })?;
-                if me.mark.point != now.point {
-                    bail!("{now} is not reached again ({halt:?})");
-                }
-                match halt {
-                    Halt::Breakpoint if me.live.pc(tid)? == before => hits += 1,
-                    Halt::Breakpoint | Halt::Watch(_) => return Ok(hits),
-                    other => bail!("{now} is not reached again ({other:?})"),
-                }
-            }
-        })?;
+        let (probe, hits) = self.hits_of(before, own, now)?;
         Ok((hits > 0).then(|| {
             let mut closer = anchor.clone();
             closer.push(Leg::Traps(probe, hits));
@@ -412,25 +397,9 @@ impl ReplaySession<'_> {
             return Ok(None);
         }
         let end_pc = self.live.pc(tid)?;
-        // A segment that ends at a syscall's entry stop ends after its
-        // `syscall` instruction, which may be in no named function (the
-        // in-process runtime's sites).
-        let mut syscall = [0; 2];
-        let candidate = if self.read_memory(end_pc.wrapping_sub(2), &mut syscall) == 2 && syscall == remote::SYSCALL_INSN {
-            Some(end_pc - 2)
-        } else {
-            predecessor::instruction_ending_at(&self.modules(), end_pc, |a, buf| self.read_memory(a, buf))
-        };
-        let Some(before) = candidate.filter(|&c| c != pc_now) else { return Ok(None) };
-        let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
+        let Some(before) = self.instruction_before(end_pc).filter(|&c| c != pc_now) else { return Ok(None) };
         self.seek(start)?;
-        let hits = self.with_traps(&probe, |me| {
-            let mut hits = 0;
-            while me.run(&Goal { traps: true, ..Goal::default() })? == Halt::Breakpoint && me.mark.point == start.point {
-                hits += 1;
-            }
-            Ok(hits)
-        })?;
+        let (probe, hits) = self.hits_of(before, &TrapSet::default(), start)?;
         if hits == 0 {
             return Ok(None);
         }
@@ -443,6 +412,37 @@ impl ReplaySession<'_> {
             Ok(me.mark.point != start.point || halt != Halt::Stepped(true))
         })?;
         Ok(ends.then_some(mark))
+    }
+
+    /// The instruction that ends at `pc`: a `syscall` when the two bytes
+    /// before are one (a segment that ends at a syscall's entry stop ends
+    /// after it, maybe in no named function: the in-process runtime's
+    /// sites), else the one decoded from its function (predecessor.rs).
+    fn instruction_before(&self, pc: u64) -> Option<u64> {
+        let mut syscall = [0; 2];
+        if self.read_memory(pc.wrapping_sub(2), &mut syscall) == 2 && syscall == remote::SYSCALL_INSN {
+            return Some(pc - 2);
+        }
+        predecessor::instruction_ending_at(&self.modules(), pc, |a, buf| self.read_memory(a, buf))
+    }
+
+    /// From the live position, in `at`'s segment and thread, counts the
+    /// hits of a breakpoint on `before` until another trap of `also`
+    /// halts the thread or the segment ends. Returns the breakpoint as a
+    /// trap set (for the mark of its last hit) and the count.
+    fn hits_of(&mut self, before: u64, also: &TrapSet, at: &Mark) -> Result<(Arc<TrapSet>, u64)> {
+        let probe = Arc::new(TrapSet { breakpoints: vec![before], watchpoints: Vec::new() });
+        let hits = self.with_traps(&union(also, &probe), |me| {
+            let mut hits = 0;
+            while me.run(&Goal { traps: true, ..Goal::default() })? == Halt::Breakpoint
+                && me.mark.point == at.point
+                && me.live.pc(at.tid)? == before
+            {
+                hits += 1;
+            }
+            Ok(hits)
+        })?;
+        Ok((probe, hits))
     }
 }
 
