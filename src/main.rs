@@ -77,9 +77,10 @@ enum Command {
         #[arg(long, default_value_t = 1000, value_name = "N")]
         max_attempts: usize,
         /// Seconds the replay may go without matching a logged event
-        /// before it is stopped as a livelock; a thread searching for the
-        /// instruction an asynchronous signal hit takes the signal where
-        /// its search stands after nine tenths of it.
+        /// before it is stopped as a livelock (the log's next thread, if
+        /// it computes, goes on for up to 3 times more); a thread
+        /// searching for the instruction an asynchronous signal hit takes
+        /// the signal where its search stands after nine tenths of it.
         #[arg(long, default_value_t = 120)]
         livelock_timeout: u64,
         /// The trace directory.

@@ -1,7 +1,8 @@
 //! Spins, priority-inheritance locks and hangs: a thread that spins on
 //! sched_yield lets the thread it waits for run, and so do threads that
 //! hand a turn through memory alone; a replay that cannot
-//! progress ends with a livelock diagnosis within `--livelock-timeout`;
+//! progress ends with a livelock diagnosis within `--livelock-timeout`
+//! (one that computes, within 4 of them);
 //! PI mutexes replay; and a deadlocked program killed while recording
 //! replays to that end and says where each thread was stuck.
 
@@ -23,6 +24,20 @@ fn sched_yield_spin_lets_the_other_thread_run() {
     let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "10"]);
     assert_replays_as_recorded("yieldspin", &rec, &rep);
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+}
+
+/// A worker computes for about a second with no syscall (its registers
+/// change around its loop), its print the log's next event: with a
+/// livelock timeout of 1 s the replay is valid, the limit starting again
+/// for a thread that computes (up to 3 times). Before, it was a livelock.
+#[test]
+fn a_computation_longer_than_the_livelock_timeout_is_no_livelock() {
+    let prog = program("longcompute");
+    let trace = trace_dir("longcompute");
+    let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "computed 8b13895683d10301\n", "{}", err(&rec));
+    let rep = replay(&trace, &["--no-explore", "--livelock-timeout", "1"]);
+    assert_replays_as_recorded("longcompute", &rec, &rep);
 }
 
 /// A thread whose own event is the log's next spins on a flag that

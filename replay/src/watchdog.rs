@@ -45,6 +45,9 @@ struct Clock {
     /// Yield points since the last progress, per recorded thread: the pc
     /// of the latest and how many.
     spins: BTreeMap<Tid, (u64, u64)>,
+    /// Times the limit started again since the last progress, for a
+    /// thread that computes ([`Watchdog::computing`]).
+    extended: u32,
 }
 
 impl Clock {
@@ -60,9 +63,16 @@ impl Clock {
             self.spent = Duration::ZERO;
             self.since = self.since.map(|_| Instant::now());
             self.spins.clear();
+            self.extended = 0;
         }
     }
 }
+
+/// How many times the limit starts again, at one log position, for the
+/// log's next thread that computes: a computation that long is still no
+/// livelock, and a loop whose registers change (a spin that counts) still
+/// ends as one, after this many limits more.
+const EXTENSIONS: u32 = 3;
 
 /// A thread's slice, counted in its own CPU time: a thread that waits for
 /// the CPU on a busy machine has not run, and a slice in wall time would
@@ -165,6 +175,22 @@ impl Watchdog {
     /// to match): a new position is progress.
     pub fn progress(&self, pos: usize) {
         self.clock().progress(pos);
+    }
+
+    /// The thread the watchdog stopped at the limit computes: it is the
+    /// log's next, and its registers change around its loop (spin.rs), so
+    /// it reaches its event by itself. The limit starts again, unless it
+    /// has [`EXTENSIONS`] times at this log position; true when it did.
+    pub fn computing(&self) -> bool {
+        let mut c = self.clock();
+        if c.extended >= EXTENSIONS {
+            return false;
+        }
+        c.extended += 1;
+        c.spent = Duration::ZERO;
+        c.since = c.since.map(|_| Instant::now());
+        self.fired.store(false, Ordering::SeqCst);
+        true
     }
 
     /// The replayer is about to wait for `tid`, which it parks if it runs

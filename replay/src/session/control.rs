@@ -198,6 +198,11 @@ impl Session<'_> {
                 WaitStatus::Stopped(_, libc::SIGSTOP) if fired => {
                     // Where it spins, for the diagnosis's thread list too.
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
+                    // The log's next thread computing for that long (a
+                    // regex over a large file) is no livelock.
+                    if self.next_owner() == Some(i) && self.check_spin(i)? == SpinCheck::Computes && self.watchdog.computing() {
+                        continue;
+                    }
                     return Ok(Advance::Livelock(self.state.threads[i].regs.rip));
                 }
                 WaitStatus::Stopped(_, libc::SIGSTOP) if self.skip_slice(i).is_some() && self.watchdog.sliced(tid) => {
