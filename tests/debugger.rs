@@ -1,7 +1,8 @@
 //! The debugger, end to end: the real gdb (`gdb -batch -nx`) and lldb-22
 //! against `weft replay -s PORT TRACE` (and the scripted form `weft
 //! replay TRACE -- GDB_ARGS`) on recordings of tests/c/counter.c,
-//! tests/c/crash.c and pbzip2, asserting on what the debuggers print.
+//! tests/c/crash.c, tests/c/longloop.c and pbzip2, asserting on what the
+//! debuggers print.
 //!
 //! counter.c: 3 workers (arguments 0, 1, 2; tls_id 100, 101, 102) each
 //! call work_step() 20 times under a mutex; the k-th call of work_step(),
@@ -47,6 +48,16 @@ fn crash_trace(name: &str) -> (PathBuf, PathBuf, String) {
         .unwrap_or_else(|| panic!("no `at pc` in weft record's report: {e}"))
         .to_string();
     (trace, exe, pc)
+}
+
+/// Records longloop.c (built with -O0) into a fresh trace named `name`.
+/// Returns (trace, executable).
+fn longloop_trace(name: &str) -> (PathBuf, PathBuf) {
+    let exe = debug_program("longloop");
+    let trace = trace_dir(name);
+    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
+    assert_eq!(String::from_utf8_lossy(&rec.stdout), "result 42 counter 20000000\n", "{}", err(&rec));
+    (trace, exe)
 }
 
 /// The recorded pid (the main thread's tid) and every recorded thread id
@@ -390,10 +401,7 @@ fn reverse_stepi_after_a_stop_moves_the_thread_that_stopped() {
 /// session's timeout (single steps took minutes for 300,000 rounds).
 #[test]
 fn reverse_continue_to_a_store_after_a_long_loop() {
-    let exe = debug_program("longloop");
-    let trace = trace_dir("dbg-longloop");
-    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
-    assert_eq!(String::from_utf8_lossy(&rec.stdout), "result 42 counter 20000000\n", "{}", err(&rec));
+    let (trace, exe) = longloop_trace("dbg-longloop");
     let server = Server::start(&trace);
     let t = server.gdb(&exe, &["watch result", "continue", "@back", "reverse-continue", "@value", "print result", "@counter", "print counter"]);
     let back = t.section("back");
@@ -409,10 +417,7 @@ fn reverse_continue_to_a_store_after_a_long_loop() {
 /// previous segment, which holds the 20,000,000-round loop.
 #[test]
 fn reverse_stepi_over_a_syscall_after_a_long_loop() {
-    let exe = debug_program("longloop");
-    let trace = trace_dir("dbg-longloop-syscall");
-    let rec = record(&trace, &[exe.to_str().unwrap()], Stdio::null());
-    assert_eq!(String::from_utf8_lossy(&rec.stdout), "result 42 counter 20000000\n", "{}", err(&rec));
+    let (trace, exe) = longloop_trace("dbg-longloop-syscall");
     let server = Server::start(&trace);
     let t = server.gdb(&exe, &["break getppid", "continue", "@after", "stepi 2", "x/i $pc", "@back", "reverse-stepi", "x/i $pc"]);
     assert!(t.section("after").contains("ret"), "two instructions into getppid is after its syscall:\n{}", t.text);
