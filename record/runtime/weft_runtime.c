@@ -1050,6 +1050,17 @@ static void mark_owner_died(const void *m) {
     __atomic_fetch_or((int *)m, FUTEX_OWNER_DIED, __ATOMIC_SEQ_CST);
 }
 
+/* In a recording, logs the acquire-like call that just returned, made
+ * quiet (see quiet), with outcome `logged`: its place is taken before the
+ * wait is no longer quiet, so a signal in between comes after it. */
+static void acquired(int op, const void *var, long logged) {
+    unsigned long seq = next_seq();
+    logging(1);
+    quiet(0);
+    sync_record_at(seq, op, var, logged);
+    logging(0);
+}
+
 /* An acquire-like call. Recording: the real call, then its place in the
  * order (with the call made quiet when it may wait with a timeout).
  * Replay: first the place in the order, where the variable is free, then
@@ -1066,12 +1077,7 @@ static void mark_owner_died(const void *m) {
         if (mode == WEFT_MODE_RECORD) {                                         \
             quiet(1);                                                           \
             first;                                                              \
-            unsigned long seq = next_seq();                                     \
-            logging(1);                                                         \
-            long logged = outcome(r);                                           \
-            quiet(0);                                                           \
-            sync_record_at(seq, op, (const void *)(var), logged);               \
-            logging(0);                                                         \
+            acquired(op, (const void *)(var), outcome(r));                      \
         } else {                                                                \
             long logged = sync_marker(op, (const void *)(var), 0);              \
             if (logged == EOWNERDEAD) mark_owner_died((const void *)(var));     \
@@ -1106,14 +1112,22 @@ static void mark_owner_died(const void *m) {
 
 /* A release-like call: its place in the order, then the real call (in a
  * replay the marker follows it, so the next acquirer finds it done). */
+static void releasing(int op, const void *var) {
+    if (mode == WEFT_MODE_RECORD) sync_record(op, var, 0);
+}
+
+static void released(int op, const void *var) {
+    if (mode == WEFT_MODE_REPLAY) sync_marker(op, var, 0);
+}
+
 #define RELEASE(ret, name, op, var, params, args)                               \
     DECLARE_REAL(ret, name, params)                                             \
     SCRUB32(name)                                                               \
     IMPL ret impl_##name(params) {                                              \
         if (!enter()) return get_##name() args;                                 \
-        if (mode == WEFT_MODE_RECORD) sync_record(op, (const void *)(var), 0);  \
+        releasing(op, (const void *)(var));                                     \
         ret r = get_##name() args;                                              \
-        if (mode == WEFT_MODE_REPLAY) sync_marker(op, (const void *)(var), 0);  \
+        released(op, (const void *)(var));                                      \
         leave();                                                                \
         return r;                                                               \
     }
@@ -1436,6 +1450,119 @@ C11(cnd_broadcast, cnd_t *c, impl_pthread_cond_broadcast((pthread_cond_t *)c))
 C11(cnd_wait, P(cnd_t *c, mtx_t *m), impl_pthread_cond_wait((pthread_cond_t *)c, (pthread_mutex_t *)m))
 C11(cnd_timedwait, P(cnd_t *c, mtx_t *m, const struct timespec *t),
     impl_pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, t))
+
+/* ------------------------------------------------------ OpenMP's locks */
+
+/* libgomp (GCC's OpenMP runtime) locks without libc: critical and atomic
+ * sections and the omp_lock_t API take its own mutexes (atomics, and
+ * futex calls made inline, past the pthread wrappers and past what the
+ * recording filter logs). Their order is logged at the entry points that
+ * compiled OpenMP code calls (libgomp's ABI, libgomp.map): each call is
+ * an acquire or a release of one variable, as a pthread mutex's (seed 003
+ * §3.2), and a replay grants them in the recorded order. Without it, which
+ * thread entered a critical section first was for the search to find. */
+
+/* The variables of the locks libgomp keeps to itself: every unnamed
+ * critical section shares one lock, GOMP_atomic_start another. */
+static const char omp_critical_lock, omp_atomic_lock;
+
+/* A blocking acquire that returns nothing: in a recording the real call,
+ * then its place; in a replay its place, then the real call. The real
+ * function is resolved first in both (see BLOCKING_ACQUIRE). */
+#define OMP_ACQUIRE(name, var, params, args)                                    \
+    DECLARE_REAL(void, name, params)                                            \
+    SCRUB64(name)                                                               \
+    IMPL long impl_##name(params) {                                             \
+        void (*real)(params) = get_##name();                                    \
+        if (!enter()) {                                                         \
+            real args;                                                          \
+            return 0;                                                           \
+        }                                                                       \
+        if (mode == WEFT_MODE_RECORD) {                                         \
+            quiet(1);                                                           \
+            real args;                                                          \
+            acquired(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);             \
+        } else {                                                                \
+            sync_marker(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);          \
+            real args;                                                          \
+        }                                                                       \
+        leave();                                                                \
+        return 0;                                                               \
+    }
+
+/* A release that returns nothing (see RELEASE). */
+#define OMP_RELEASE(name, var, params, args)                                    \
+    DECLARE_REAL(void, name, params)                                            \
+    SCRUB64(name)                                                               \
+    IMPL long impl_##name(params) {                                             \
+        void (*real)(params) = get_##name();                                    \
+        if (!enter()) {                                                         \
+            real args;                                                          \
+            return 0;                                                           \
+        }                                                                       \
+        releasing(WEFT_SYNC_MUTEX_UNLOCK, (const void *)(var));                 \
+        real args;                                                              \
+        released(WEFT_SYNC_MUTEX_UNLOCK, (const void *)(var));                  \
+        leave();                                                                \
+        return 0;                                                               \
+    }
+
+/* A test: nonzero when it took the lock (omp_test_nest_lock: the new
+ * nesting count), logged as a trylock that succeeded or found it busy. A
+ * replay makes the real call only where the recording took the lock. */
+#define OMP_TEST(name, params, args, var)                                       \
+    DECLARE_REAL(int, name, params)                                             \
+    SCRUB32(name)                                                               \
+    IMPL int impl_##name(params) {                                              \
+        int (*real)(params) = get_##name();                                     \
+        if (!enter()) return real args;                                         \
+        int r;                                                                  \
+        if (mode == WEFT_MODE_RECORD) {                                         \
+            quiet(1);                                                           \
+            r = real args;                                                      \
+            acquired(WEFT_SYNC_MUTEX_TRYLOCK, (const void *)(var), r ? 0 : EBUSY); \
+        } else {                                                                \
+            r = sync_marker(WEFT_SYNC_MUTEX_TRYLOCK, (const void *)(var), 0) ? 0 : real args; \
+        }                                                                       \
+        leave();                                                                \
+        return r;                                                               \
+    }
+
+/* Whether this thread runs a single construct: the first of its team to
+ * arrive does. Logged as a trylock of one variable that succeeded or
+ * found it busy. A replay returns the recorded answer, and makes the real
+ * call all the same: it moves the team's count of single constructs as
+ * in the recording, whichever thread arrives first. */
+static const char omp_single_token;
+DECLARE_REAL(_Bool, GOMP_single_start, void)
+SCRUB32(GOMP_single_start)
+IMPL int impl_GOMP_single_start(void) {
+    _Bool (*real)(void) = get_GOMP_single_start();
+    if (!enter()) return real();
+    int r;
+    if (mode == WEFT_MODE_RECORD) {
+        r = real();
+        sync_record(WEFT_SYNC_MUTEX_TRYLOCK, &omp_single_token, r ? 0 : EBUSY);
+    } else {
+        r = !sync_marker(WEFT_SYNC_MUTEX_TRYLOCK, &omp_single_token, 0);
+        real();
+    }
+    leave();
+    return r;
+}
+
+OMP_ACQUIRE(GOMP_critical_start, &omp_critical_lock, void, ())
+OMP_RELEASE(GOMP_critical_end, &omp_critical_lock, void, ())
+OMP_ACQUIRE(GOMP_critical_name_start, p, void **p, (p))
+OMP_RELEASE(GOMP_critical_name_end, p, void **p, (p))
+OMP_ACQUIRE(GOMP_atomic_start, &omp_atomic_lock, void, ())
+OMP_RELEASE(GOMP_atomic_end, &omp_atomic_lock, void, ())
+OMP_ACQUIRE(omp_set_lock, l, void *l, (l))
+OMP_RELEASE(omp_unset_lock, l, void *l, (l))
+OMP_TEST(omp_test_lock, void *l, (l), l)
+OMP_ACQUIRE(omp_set_nest_lock, l, void *l, (l))
+OMP_RELEASE(omp_unset_nest_lock, l, void *l, (l))
+OMP_TEST(omp_test_nest_lock, void *l, (l), l)
 
 /* ------------------------------------------------------ thread returns */
 
