@@ -401,6 +401,28 @@ fn openmp_critical_sections_and_locks_replay_in_log_order() {
     }
 }
 
+/// One-time initializations that 4 threads reach at once
+/// (tests/cpp/lazyinit.cpp): a function-local static whose constructor
+/// reads a file, a pthread_once routine and a std::call_once callable.
+/// Which thread runs each is a race, and its reads are logged in that
+/// thread. The build before failed 5 recordings of 5 in log order (a
+/// thread "waiting to run openat (not its turn in the log)"); each is
+/// logged now (`Once`, `OnceDone`), and a replay lets the recorded thread
+/// run it. Four recordings, each valid at the first attempt.
+#[test]
+fn one_time_initializations_replay_in_log_order() {
+    let prog = cpp_program("lazyinit");
+    for n in 0..4 {
+        let (rec, events) = first_attempt(&format!("lazyinit-{n}"), &[prog.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert_eq!(out.lines().filter(|l| l.contains("static built by")).count(), 8, "{out}");
+        let count = |op: &str, result: i64| events.iter().filter(|e| e["op"] == op && e["result"] == result).count();
+        // Per round: the static, the pthread_once and the call_once, each
+        // run by one thread.
+        assert_eq!((count("Once", 1), count("OnceDone", 0)), (24, 24), "{out}");
+    }
+}
+
 /// A timer signal whose handler makes a buffered call, every millisecond
 /// at a loop of buffered calls (tests/c/sighandlercall.c): some signals
 /// hit the runtime's entry or return stub, outside a runtime function,

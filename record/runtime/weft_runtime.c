@@ -117,6 +117,9 @@ struct thread {
     int stdio;
     /* The write lock a traced write took, until it returns (write_traced). */
     volatile unsigned int *write_held;
+    /* The pthread_once call whose routine the thread is about to run, if
+     * any (once_routine). */
+    struct once_call *once;
 };
 _Static_assert(__builtin_offsetof(struct thread, phase) == 12, "SET_PHASE's offset");
 _Static_assert(__builtin_offsetof(struct thread, depth) == 8, "DEPTH_BEFORE_PHASE (runtime.rs)");
@@ -1450,6 +1453,117 @@ C11(cnd_broadcast, cnd_t *c, impl_pthread_cond_broadcast((pthread_cond_t *)c))
 C11(cnd_wait, P(cnd_t *c, mtx_t *m), impl_pthread_cond_wait((pthread_cond_t *)c, (pthread_mutex_t *)m))
 C11(cnd_timedwait, P(cnd_t *c, mtx_t *m, const struct timespec *t),
     impl_pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, t))
+
+/* ---------------------------------------------- one-time initialization */
+
+/* Which thread runs a one-time initialization is a race, and the calls
+ * the initialization makes are logged in that thread: each call is logged
+ * (WEFT_SYNC_ONCE, result 1 for the thread that runs it, as it starts; 0
+ * for the others, as their call returns, after it is done), and so is the
+ * end of the initialization (WEFT_SYNC_ONCE_DONE). A replay gives each
+ * call its place and the recorded answer: the thread that ran it runs it
+ * again, through the real call; the others return without it, since it
+ * was done before their place. */
+
+/* The once control and routine of a pthread_once call, and whether this
+ * call ran the routine. */
+struct once_call {
+    pthread_once_t *control;
+    void (*routine)(void);
+    int ran;
+};
+
+/* The routine the real pthread_once runs in the thread that runs it: the
+ * program's own, between the places of its start and its end. */
+static void once_routine(void) {
+    struct once_call *call = self.once;
+    call->ran = 1;
+    if (mode == WEFT_MODE_RECORD) sync_record(WEFT_SYNC_ONCE, call->control, 1);
+    call->routine();
+    releasing(WEFT_SYNC_ONCE_DONE, call->control);
+    released(WEFT_SYNC_ONCE_DONE, call->control);
+}
+
+/* The real pthread_once with `routine` run through once_routine, outside
+ * the runtime (its calls are the program's); whether it ran the routine. */
+static int run_once(int (*real)(pthread_once_t *, void (*)(void)), pthread_once_t *control, void (*routine)(void),
+                    int *result) {
+    struct once_call call = {control, routine, 0}, *outer = self.once;
+    self.once = &call;
+    leave();
+    *result = real(control, once_routine);
+    self.depth++;
+    self.once = outer;
+    return call.ran;
+}
+
+DECLARE_REAL(int, pthread_once, pthread_once_t *, void (*)(void))
+SCRUB32(pthread_once)
+IMPL int impl_pthread_once(pthread_once_t *control, void (*routine)(void)) {
+    int (*real)(pthread_once_t *, void (*)(void)) = get_pthread_once();
+    if (!enter()) return real(control, routine);
+    int r = 0;
+    if (mode == WEFT_MODE_RECORD) {
+        if (!run_once(real, control, routine, &r)) sync_record(WEFT_SYNC_ONCE, control, 0);
+    } else if (sync_marker(WEFT_SYNC_ONCE, control, 0)) {
+        run_once(real, control, routine, &r);
+    }
+    leave();
+    return r;
+}
+
+/* C11's call_once is glibc's pthread_once (once_flag shares its layout),
+ * called past the interposed symbol. */
+SCRUB64(call_once)
+IMPL long impl_call_once(once_flag *flag, void (*routine)(void)) {
+    impl_pthread_once((pthread_once_t *)flag, routine);
+    return 0;
+}
+
+/* A function-local static's guard (the Itanium C++ ABI, §3.3.2):
+ * __cxa_guard_acquire returns 1 to the thread that is to construct the
+ * object, after the others waited for it or found it built. Compiled
+ * code calls it only after it read the guard unset, which a replay that
+ * runs the thread later would not: so every call places a LOCK_WAIT as
+ * it starts, where the thread's read came before, and the replay's
+ * marker (matched against both) is made then. */
+DECLARE_REAL(int, __cxa_guard_acquire, long *)
+SCRUB32(__cxa_guard_acquire)
+IMPL int impl___cxa_guard_acquire(long *guard) {
+    int (*real)(long *) = get___cxa_guard_acquire();
+    if (!enter()) return real(guard);
+    int r = 0;
+    if (mode == WEFT_MODE_RECORD) {
+        sync_record(WEFT_SYNC_LOCK_WAIT, guard, WEFT_SYNC_ONCE);
+        quiet(1);
+        r = real(guard);
+        acquired(WEFT_SYNC_ONCE, guard, r);
+    } else if (sync_marker(WEFT_SYNC_ONCE, guard, 0)) {
+        r = real(guard);
+    }
+    leave();
+    return r;
+}
+
+/* The object is built (release) or its constructor threw (abort, and the
+ * next caller tries again): the end of the initialization, either way. */
+#define GUARD_END(name)                                                         \
+    DECLARE_REAL(void, name, long *)                                            \
+    SCRUB64(name)                                                               \
+    IMPL long impl_##name(long *guard) {                                        \
+        void (*real)(long *) = get_##name();                                    \
+        if (!enter()) {                                                         \
+            real(guard);                                                        \
+            return 0;                                                           \
+        }                                                                       \
+        releasing(WEFT_SYNC_ONCE_DONE, guard);                                  \
+        real(guard);                                                            \
+        released(WEFT_SYNC_ONCE_DONE, guard);                                   \
+        leave();                                                                \
+        return 0;                                                               \
+    }
+GUARD_END(__cxa_guard_release)
+GUARD_END(__cxa_guard_abort)
 
 /* ------------------------------------------------------ OpenMP's locks */
 

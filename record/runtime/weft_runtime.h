@@ -123,5 +123,12 @@ struct weft_record {
 #define WEFT_SYNC_FUTEX_WAIT_START 19
 #define WEFT_SYNC_LOCK_WAIT 20 /* result: the blocking acquire's op */
 #define WEFT_SYNC_THREAD_RETURN 21 /* variable: the start routine */
+/* (22 is the recorder's SyscallWait.) A one-time initialization
+ * (pthread_once, call_once, a function-local static's guard): ONCE when
+ * the call is made (result 1: this thread runs the initialization, logged
+ * as it starts; 0: another did, logged as the call returns), ONCE_DONE
+ * when the initialization is done. */
+#define WEFT_SYNC_ONCE 23
+#define WEFT_SYNC_ONCE_DONE 24
 
 #endif

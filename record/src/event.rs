@@ -183,6 +183,15 @@ pub enum SyncOp {
     /// epoll_wait (tokio's I/O driver) frees what it held before the wait,
     /// where the log's other threads see it.
     SyscallWait = 22,
+    /// A one-time initialization's call (pthread_once, call_once, a
+    /// function-local static's `__cxa_guard_acquire`; its variable is the
+    /// once control or the guard): result 1 for the thread that runs the
+    /// initialization, logged as it starts; 0 for one that found it done
+    /// or waited for it, logged as its call returns (version 17).
+    Once = 23,
+    /// A one-time initialization is done (its routine returned, or the
+    /// guard was released or aborted).
+    OnceDone = 24,
 }
 
 impl SyncOp {
@@ -190,10 +199,10 @@ impl SyncOp {
     /// is the recorder's, never the runtime's).
     pub fn from_code(code: i64) -> Option<Self> {
         use SyncOp::*;
-        const ALL: [SyncOp; 21] = [
+        const ALL: [SyncOp; 23] = [
             MutexLock, MutexTrylock, MutexUnlock, RwlockRead, RwlockWrite, RwlockUnlock, CondRelease, CondAcquire,
             CondSignal, CondBroadcast, SemWait, SemPost, BarrierArrive, BarrierLeave, SpinLock, SpinUnlock, FutexWait,
-            FutexWake, FutexWaitStart, LockWait, ThreadReturn,
+            FutexWake, FutexWaitStart, LockWait, ThreadReturn, Once, OnceDone,
         ];
         ALL.into_iter().find(|op| *op as i64 == code)
     }
@@ -213,7 +222,7 @@ impl SyncOp {
     /// the emulated call, weft_runtime.c.)
     pub fn is_release(self) -> bool {
         use SyncOp::*;
-        matches!(self, MutexUnlock | RwlockUnlock | CondRelease | CondSignal | CondBroadcast | SemPost | BarrierArrive | SpinUnlock)
+        matches!(self, MutexUnlock | RwlockUnlock | CondRelease | CondSignal | CondBroadcast | SemPost | BarrierArrive | SpinUnlock | OnceDone)
     }
 }
 

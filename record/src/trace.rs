@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 /// The first bytes of an `events` file.
 pub const MAGIC: &[u8; 8] = b"WEFTTRC\0";
-/// The trace format version this build writes (version 16 added buffered
-/// `gettid` and `getpid` records, 15 buffered `write` records), and the
-/// newest it reads.
-pub const VERSION: u32 = 16;
+/// The trace format version this build writes (version 17 added the
+/// `Once` and `OnceDone` sync records, 16 buffered `gettid` and `getpid`
+/// records, 15 buffered `write` records), and the newest it reads.
+pub const VERSION: u32 = 17;
 /// The oldest trace format version this build reads: version 14 added
 /// `Syscall::sent` to every syscall record.
 pub const OLDEST_READABLE: u32 = 14;

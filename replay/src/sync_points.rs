@@ -122,12 +122,14 @@ pub enum MarkerPoint {
 pub fn marker_point(op: SyncOp, var: u64, result: i64) -> Option<MarkerPoint> {
     use SyncOp::*;
     match op {
-        MutexUnlock | RwlockUnlock | SpinUnlock | CondSignal | CondBroadcast | SemPost | CondRelease => {
+        MutexUnlock | RwlockUnlock | SpinUnlock | CondSignal | CondBroadcast | SemPost | CondRelease | OnceDone => {
             Some(MarkerPoint::Before(Op::Released(var)))
         }
         MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait if result == 0 => {
             Some(MarkerPoint::After(Op::Acquire(var)))
         }
+        // The thread that runs a one-time initialization takes it.
+        Once if result == 1 => Some(MarkerPoint::After(Op::Acquire(var))),
         // A condition wait takes its mutex back even when it timed out.
         CondAcquire | BarrierArrive => Some(MarkerPoint::After(Op::Acquire(var))),
         _ => None,

@@ -134,7 +134,7 @@ impl Session<'_> {
 fn acquire_marker(e: &super::Entry) -> bool {
     use weft_record::event::SyncOp::*;
     e.nr == weft_record::runtime::NR_SYNC
-        && matches!(weft_record::event::SyncOp::from_code(e.args[0] as i64), Some(MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait))
+        && matches!(weft_record::event::SyncOp::from_code(e.args[0] as i64), Some(MutexLock | MutexTrylock | RwlockRead | RwlockWrite | SpinLock | SemWait | Once))
 }
 
 /// Whether the bytes before `ret` end with a call instruction: `call
