@@ -1479,6 +1479,11 @@ static void once_routine(void) {
     struct once_call *call = self.once;
     call->ran = 1;
     if (mode == WEFT_MODE_RECORD) sync_record(WEFT_SYNC_ONCE, call->control, 1);
+    /* The routine's frames lie where the recording's record was written
+     * from and the replay's marker was not: the same bytes in both, as
+     * the stubs leave below a caller (SCRUB_BYTES). */
+    __asm__ volatile("lea -" SCRUB_BYTES "(%%rsp), %%rdi\nmov $" SCRUB_WORDS ", %%ecx\nxor %%eax, %%eax\nrep stosq"
+                     : : : "rax", "rcx", "rdi", "memory");
     call->routine();
     releasing(WEFT_SYNC_ONCE_DONE, call->control);
     released(WEFT_SYNC_ONCE_DONE, call->control);
