@@ -401,6 +401,26 @@ fn openmp_critical_sections_and_locks_replay_in_log_order() {
     }
 }
 
+/// OpenMP work sharing (tests/c/ompwork.c): dynamic, guided and
+/// runtime-scheduled loops and sections among 4 threads, whose output
+/// says which thread ran each iteration. libgomp hands out chunks with an
+/// atomic counter: the build before failed 6 recordings of 6 in log order
+/// (the replay's first thread took every chunk). Four recordings, each
+/// valid at the first attempt, with the work-sharing calls logged.
+#[test]
+fn openmp_work_sharing_replays_in_log_order() {
+    let prog = build("cc", &["-O1", "-g", "-fopenmp"], "tests/c/ompwork.c", "ompwork");
+    for n in 0..4 {
+        let (rec, events) = first_attempt(&format!("ompwork-{n}"), &[prog.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert_eq!(out.lines().filter(|l| l.starts_with("dynamic: ")).count(), 2, "{out}");
+        // Per round, every thread asks for work at least once per loop
+        // and section construct, and once more to hear there is none.
+        let shares = events.iter().filter(|e| e["op"] == "WorkShare").count();
+        assert!(shares >= 2 * 5 * 4 * 2, "{shares} work-sharing calls logged\n{out}");
+    }
+}
+
 /// One-time initializations that 4 threads reach at once
 /// (tests/cpp/lazyinit.cpp): a function-local static whose constructor
 /// reads a file, a pthread_once routine and a std::call_once callable.

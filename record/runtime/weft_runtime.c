@@ -1394,6 +1394,9 @@ IMPL void impl_funlockfile(FILE *f) {
     stdio_unlock(f, 1);
 }
 
+/* The lock that orders libgomp's work-sharing calls (OMP_WORK). */
+static int omp_work_lock;
+
 /* fork(2) in a process with threads copies memory while the other threads
  * run: a thread in the middle of a call on a stream leaves its buffer
  * half-written in the child, which writes it out (exit() flushes the
@@ -1413,10 +1416,13 @@ IMPL pid_t impl_fork(void) {
     impl_flockfile(stdout);
     impl_flockfile(stderr);
     pid_t pid = get_fork()();
-    /* The child's are reset. */
+    /* The child's are reset, and so is the work-sharing lock, which
+     * another thread may have held (OMP_WORK). */
     if (pid != 0) {
         impl_funlockfile(stderr);
         impl_funlockfile(stdout);
+    } else {
+        omp_work_lock = 0;
     }
     return pid;
 }
@@ -1669,6 +1675,68 @@ IMPL int impl_GOMP_single_start(void) {
     leave();
     return r;
 }
+
+/* Work sharing: which thread takes which chunk of a dynamic, guided or
+ * runtime-scheduled loop, and which section, is the order in which the
+ * threads call libgomp for work (an atomic counter of its own). Each such
+ * call takes its place in the log under a lock of the runtime's, so the
+ * places are in the calls' order; a replay makes each call when its
+ * place comes (its marker follows the real call, as a release's does),
+ * so the threads take the same work. Calls that may wait for another
+ * thread (ordered loops, sections with reductions) are left alone: one
+ * would wait under the lock for a thread that needs it. */
+static const char omp_work_token;
+
+#define OMP_WORK(ret, name, params, args)                                       \
+    DECLARE_REAL(ret, name, params)                                             \
+    SCRUB32(name)                                                               \
+    IMPL ret impl_##name(params) {                                              \
+        ret (*real)(params) = get_##name();                                     \
+        if (!enter()) return real args;                                         \
+        ret r;                                                                  \
+        if (mode == WEFT_MODE_RECORD) {                                         \
+            while (__atomic_exchange_n(&omp_work_lock, 1, __ATOMIC_ACQUIRE))   \
+                __builtin_ia32_pause();                                         \
+            r = real args;                                                      \
+            unsigned long seq = next_seq();                                     \
+            __atomic_store_n(&omp_work_lock, 0, __ATOMIC_RELEASE);              \
+            sync_record_at(seq, WEFT_SYNC_WORK_SHARE, &omp_work_token, 0);      \
+        } else {                                                                \
+            r = real args;                                                      \
+            sync_marker(WEFT_SYNC_WORK_SHARE, &omp_work_token, 0);              \
+        }                                                                       \
+        leave();                                                                \
+        return r;                                                               \
+    }
+#define START_PARAMS long start, long end, long incr, long chunk, long *istart, long *iend
+#define START_ARGS (start, end, incr, chunk, istart, iend)
+#define RUNTIME_PARAMS long start, long end, long incr, long *istart, long *iend
+#define RUNTIME_ARGS (start, end, incr, istart, iend)
+#define ULL_START_PARAMS _Bool up, unsigned long long start, unsigned long long end, unsigned long long incr, \
+    unsigned long long chunk, unsigned long long *istart, unsigned long long *iend
+#define ULL_START_ARGS (up, start, end, incr, chunk, istart, iend)
+#define ULL_RUNTIME_PARAMS _Bool up, unsigned long long start, unsigned long long end, unsigned long long incr, \
+    unsigned long long *istart, unsigned long long *iend
+#define ULL_RUNTIME_ARGS (up, start, end, incr, istart, iend)
+#define NEXT_PARAMS long *istart, long *iend
+#define ULL_NEXT_PARAMS unsigned long long *istart, unsigned long long *iend
+#define NEXT_ARGS (istart, iend)
+/* One schedule's start and next calls, for long and unsigned long long
+ * loops. */
+#define OMP_SCHEDULE(kind, params, args, ull_params, ull_args)                 \
+    OMP_WORK(_Bool, GOMP_loop_##kind##_start, P(params), args)                  \
+    OMP_WORK(_Bool, GOMP_loop_##kind##_next, P(NEXT_PARAMS), NEXT_ARGS)         \
+    OMP_WORK(_Bool, GOMP_loop_ull_##kind##_start, P(ull_params), ull_args)      \
+    OMP_WORK(_Bool, GOMP_loop_ull_##kind##_next, P(ULL_NEXT_PARAMS), NEXT_ARGS)
+OMP_SCHEDULE(dynamic, START_PARAMS, START_ARGS, ULL_START_PARAMS, ULL_START_ARGS)
+OMP_SCHEDULE(nonmonotonic_dynamic, START_PARAMS, START_ARGS, ULL_START_PARAMS, ULL_START_ARGS)
+OMP_SCHEDULE(guided, START_PARAMS, START_ARGS, ULL_START_PARAMS, ULL_START_ARGS)
+OMP_SCHEDULE(nonmonotonic_guided, START_PARAMS, START_ARGS, ULL_START_PARAMS, ULL_START_ARGS)
+OMP_SCHEDULE(runtime, RUNTIME_PARAMS, RUNTIME_ARGS, ULL_RUNTIME_PARAMS, ULL_RUNTIME_ARGS)
+OMP_SCHEDULE(nonmonotonic_runtime, RUNTIME_PARAMS, RUNTIME_ARGS, ULL_RUNTIME_PARAMS, ULL_RUNTIME_ARGS)
+OMP_SCHEDULE(maybe_nonmonotonic_runtime, RUNTIME_PARAMS, RUNTIME_ARGS, ULL_RUNTIME_PARAMS, ULL_RUNTIME_ARGS)
+OMP_WORK(unsigned, GOMP_sections_start, unsigned count, (count))
+OMP_WORK(unsigned, GOMP_sections_next, void, ())
 
 OMP_ACQUIRE(GOMP_critical_start, &omp_critical_lock, void, ())
 OMP_RELEASE(GOMP_critical_end, &omp_critical_lock, void, ())

@@ -130,5 +130,8 @@ struct weft_record {
  * when the initialization is done. */
 #define WEFT_SYNC_ONCE 23
 #define WEFT_SYNC_ONCE_DONE 24
+/* A libgomp call that hands out work (a loop's chunk, a section)
+ * returned: the calls are made in the log's order. */
+#define WEFT_SYNC_WORK_SHARE 25
 
 #endif

@@ -192,6 +192,12 @@ pub enum SyncOp {
     /// A one-time initialization is done (its routine returned, or the
     /// guard was released or aborted).
     OnceDone = 24,
+    /// A libgomp call that hands out work returned (a dynamic, guided or
+    /// runtime-scheduled loop's start or next chunk, a section; its
+    /// variable is the runtime's token for all of them): a replay makes
+    /// the calls in the log's order, so each thread takes the recorded
+    /// work (version 17).
+    WorkShare = 25,
 }
 
 impl SyncOp {
@@ -199,10 +205,10 @@ impl SyncOp {
     /// is the recorder's, never the runtime's).
     pub fn from_code(code: i64) -> Option<Self> {
         use SyncOp::*;
-        const ALL: [SyncOp; 23] = [
+        const ALL: [SyncOp; 24] = [
             MutexLock, MutexTrylock, MutexUnlock, RwlockRead, RwlockWrite, RwlockUnlock, CondRelease, CondAcquire,
             CondSignal, CondBroadcast, SemWait, SemPost, BarrierArrive, BarrierLeave, SpinLock, SpinUnlock, FutexWait,
-            FutexWake, FutexWaitStart, LockWait, ThreadReturn, Once, OnceDone,
+            FutexWake, FutexWaitStart, LockWait, ThreadReturn, Once, OnceDone, WorkShare,
         ];
         ALL.into_iter().find(|op| *op as i64 == code)
     }
