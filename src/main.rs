@@ -427,7 +427,11 @@ fn debug_schedule(
         return Ok((weft_replay::Schedule::load(&saved)?, known, None));
     }
     eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
-    let found = weft_explore::search(trace, explore)?;
+    // Silently: the program's output appears as the debugger's session
+    // passes it, not before the debugger connects.
+    let mut quiet = explore.clone();
+    quiet.replay.echo_from = usize::MAX;
+    let found = weft_explore::search(trace, &quiet)?;
     let lessons = found.report.lessons.clone();
     match &found.report.outcome {
         weft_replay::Outcome::Valid { .. } => {
@@ -455,9 +459,12 @@ fn debug(
 ) -> Result<i32> {
     let trace = open_trace(dir)?;
     let (schedule, lessons, known_failure) = debug_schedule(dir, &trace, given, &explore)?;
+    // The program's output appears on ours as the replay first passes
+    // it, as rr's replay prints it.
     let opts = weft_replay::SessionOptions {
         schedule,
         livelock_timeout: explore.replay.livelock_timeout,
+        echo: true,
         lessons: lessons.clone(),
         ..Default::default()
     };

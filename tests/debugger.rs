@@ -131,6 +131,27 @@ fn breakpoint_in_a_worker_thread() {
     assert_ne!(current[0].2, pid, "the stop is in a worker, not main:\n{}", t.text);
 }
 
+/// The program's output appears on the server's stdout as the session
+/// first passes it, as in rr: not while weft searches for a schedule
+/// before gdb connects (the build before printed it there, and never in
+/// the session when a schedule was saved), and not again after going back.
+#[test]
+fn the_program_output_appears_once_as_the_session_passes_it() {
+    let (trace, exe) = counter_trace("dbg-echo");
+    let server = Server::start(&trace);
+    let out = "counter=60 stats=20,20,20\n";
+    let t = server.gdb(&exe, &["break work_step", "@stop", "continue"]);
+    work_step_stop(t.section("stop"), &t);
+    assert_eq!(server.stdout_text(), "", "nothing printed before work_step:\n{}", server.stderr_text());
+    let t = server.gdb(&exe, &["@end", "continue"]);
+    // The end of the recording: gdb stops at the exit, as with rr.
+    assert!(t.section("end").contains("No more reverse-execution history"), "{}", t.text);
+    assert_eq!(server.stdout_text(), out);
+    let t = server.gdb(&exe, &["@back", "reverse-continue", "@end", "continue"]);
+    assert!(t.section("back").contains("No more reverse-execution history"), "{}", t.text);
+    assert_eq!(server.stdout_text(), out, "printed once");
+}
+
 #[test]
 fn info_threads_lists_every_worker() {
     let (trace, exe) = counter_trace("dbg-threads");

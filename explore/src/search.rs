@@ -139,7 +139,8 @@ pub struct Exploration {
 
 /// Replays `trace` and, while the replay fails, explores (seed 000 §4.2)
 /// for a schedule that gets further. Progress goes to stderr. Output the
-/// program wrote is echoed once, by the first replay that gets to it.
+/// program wrote is echoed once, by the first replay that gets to it
+/// (from `opts.replay.echo_from` on: `usize::MAX` for a silent search).
 /// Errors are weft's own (a replay could not run), not replay failures.
 pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
     let replayer = match opts.checkpoints {
@@ -155,7 +156,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         cache: FailureCache::default(),
         cache_hits: 0,
         dead: HashMap::new(),
-        echo_from: 0,
+        echo_from: opts.replay.echo_from,
         attempts: 0,
     };
     let schedule = &opts.replay.schedule;
