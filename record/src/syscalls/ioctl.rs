@@ -57,6 +57,26 @@ const LEGACY_NO_WRITE: &[u32] = &[
 /// 0x89 (sockets). An unlisted request of theirs may write anything.
 const LEGACY_TYPES: [u32; 2] = [0x54, 0x89];
 
+/// FS_IOC_FIEMAP (`_IOWR('f', 11, struct fiemap)`, linux/fiemap.h): the
+/// encoded size is only `struct fiemap`'s 32-byte header; the kernel also
+/// fills the extent array that follows it.
+const FS_IOC_FIEMAP: u32 = 0xC020_660B;
+/// The size of one `struct fiemap_extent` (bytes).
+const FIEMAP_EXTENT: u64 = 56;
+
+/// The bytes ioctl request `request` wrote past its encoded size at
+/// `arg`, read after the call with `rd`: FS_IOC_FIEMAP's extents, as many
+/// as its header's `fm_mapped_extents` (the u32 at byte 20) says it
+/// filled (dpkg sorts files by their first extent, and a replay that gave
+/// back only the header sorted them otherwise).
+pub fn written_beyond(request: u64, arg: u64, rd: &mut dyn FnMut(u64) -> Option<u64>) -> u64 {
+    if request as u32 != FS_IOC_FIEMAP {
+        return 0;
+    }
+    let mapped = rd(arg + 16).unwrap_or(0) >> 32;
+    mapped.min(1 << 16) * FIEMAP_EXTENT
+}
+
 /// How many bytes ioctl request `request` writes at its argument: `Some(0)`
 /// when it writes none, `None` when weft cannot tell (an unlisted legacy
 /// request), so that the call must be logged as unsupported.

@@ -248,9 +248,9 @@ fn call_rule(nr: i64) -> Option<CallRule> {
                 out.add(a[2], 32);
             }
         },
-        c::SYS_ioctl => |a, _, _, out| {
+        c::SYS_ioctl => |a, _, rd, out| {
             if let Some(len) = ioctl::written(a[1]) {
-                out.add(a[2], len);
+                out.add(a[2], len + ioctl::written_beyond(a[1], a[2], rd));
             }
         },
         c::SYS_bpf => bpf,
