@@ -95,6 +95,18 @@ pub enum Resume {
     /// Execute one instruction of this thread (other threads may run
     /// before it, in the recorded schedule; their stops come first).
     Step(Tid),
+    /// Step this thread while its pc stays in `start..end` (gdb's range
+    /// stepping, `vCont;r`: how `next` and `step` cross a source line),
+    /// stopping as [`Resume::Step`] would once it leaves, or earlier at
+    /// any other stop.
+    RangeStep {
+        /// The thread.
+        tid: Tid,
+        /// The range's first address.
+        start: u64,
+        /// The first address past the range.
+        end: u64,
+    },
     /// Run backwards to the last breakpoint or watchpoint hit before the
     /// current position, or to the start of the recording.
     ReverseContinue,
@@ -124,8 +136,8 @@ pub enum Stop {
         /// The watched bytes after the access.
         new: Vec<u8>,
     },
-    /// A [`Resume::Step`] or [`Resume::ReverseStep`] finished, or a
-    /// `goto` arrived.
+    /// A [`Resume::Step`], [`Resume::RangeStep`] or [`Resume::ReverseStep`]
+    /// finished, or a `goto` arrived.
     Step {
         /// The thread stepped (the current one after a goto).
         tid: Tid,

@@ -262,6 +262,7 @@ impl<'a> ReplaySession<'a> {
         match how {
             Resume::Continue => self.forward(None, interrupt),
             Resume::Step(tid) => self.forward(Some(tid), interrupt),
+            Resume::RangeStep { tid, start, end } => self.range_step(tid, start..end, interrupt),
             Resume::ReverseContinue => self.reverse_continue(interrupt),
             Resume::ReverseStep(tid) => self.reverse_step(tid, interrupt),
         }
@@ -293,6 +294,24 @@ impl<'a> ReplaySession<'a> {
                     }
                 }
                 halt => return Ok(self.stop_for(halt)),
+            }
+        }
+    }
+
+    /// Steps thread `tid` until its pc leaves `range` or another stop
+    /// comes, polling `interrupt` between steps. The steps are the ones
+    /// [`Resume::Step`] makes, without the round trip to gdb each one
+    /// cost (gdb single-steps a line whose loop stays on it otherwise:
+    /// minutes for a million rounds).
+    fn range_step(&mut self, tid: Tid, range: std::ops::Range<u64>, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
+        loop {
+            let stop = self.forward(Some(tid), interrupt)?;
+            let inside = matches!(stop, Stop::Step { tid: t } if t == tid) && range.contains(&self.registers(tid)?.regs.rip);
+            if !inside {
+                return Ok(stop);
+            }
+            if interrupt() {
+                return Ok(Stop::Interrupted { tid });
             }
         }
     }

@@ -16,7 +16,8 @@ use gdbstub::target::ext::host_info::{HostInfo, HostInfoOps, HostInfoResponse};
 use gdbstub::target::ext::process_info::{ProcessInfo, ProcessInfoOps, ProcessInfoResponse};
 use gdbstub::target::ext::base::multithread::{
     MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
-    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
+    MultiThreadRangeStepping, MultiThreadRangeSteppingOps, MultiThreadSchedulerLockingOps, MultiThreadSingleStep,
+    MultiThreadSingleStepOps,
 };
 use gdbstub::target::ext::base::reverse_exec::{ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps};
 use gdbstub::target::ext::base::BaseOps;
@@ -46,6 +47,8 @@ pub enum Action {
     /// `vCont;s:TID` / `s` (other threads continue as the recorded
     /// schedule runs them).
     Step(Tid),
+    /// `vCont;r START,END:TID`: step while the pc stays in the range.
+    RangeStep(Tid, u64, u64),
     /// `bc`.
     ReverseContinue,
     /// `bs` in the thread `Hc` selected.
@@ -58,6 +61,7 @@ impl Action {
         match self {
             Action::Continue => Resume::Continue,
             Action::Step(t) => Resume::Step(t),
+            Action::RangeStep(tid, start, end) => Resume::RangeStep { tid, start, end },
             Action::ReverseContinue => Resume::ReverseContinue,
             Action::ReverseStep(t) => Resume::ReverseStep(t),
         }
@@ -69,7 +73,7 @@ impl Action {
     /// thread being stepped.
     fn goes_on_after(self, stop: &Stop) -> bool {
         match (self, stop) {
-            (Action::Step(t) | Action::ReverseStep(t), Stop::ThreadExited { tid }) => *tid != t,
+            (Action::Step(t) | Action::RangeStep(t, ..) | Action::ReverseStep(t), Stop::ThreadExited { tid }) => *tid != t,
             (_, Stop::ThreadCreated { .. } | Stop::ThreadExited { .. }) => true,
             _ => false,
         }
@@ -310,6 +314,10 @@ impl MultiThreadResume for ReplayTarget<'_, '_> {
         Some(self)
     }
 
+    fn support_range_step(&mut self) -> Option<MultiThreadRangeSteppingOps<'_, Self>> {
+        Some(self)
+    }
+
     fn support_reverse_cont(&mut self) -> Option<ReverseContOps<'_, GdbTid, Self>> {
         Some(self)
     }
@@ -326,6 +334,15 @@ impl MultiThreadResume for ReplayTarget<'_, '_> {
 impl MultiThreadSingleStep for ReplayTarget<'_, '_> {
     fn set_resume_action_step(&mut self, tid: GdbTid, _signal: Option<Signal>) -> Result<(), Self::Error> {
         self.action = Action::Step(recorded(tid));
+        Ok(())
+    }
+}
+
+/// Range stepping (gdb's `vCont;r`): the session steps the thread while
+/// its pc stays in the range, with no packet per instruction.
+impl MultiThreadRangeStepping for ReplayTarget<'_, '_> {
+    fn set_resume_action_range_step(&mut self, tid: GdbTid, start: u64, end: u64) -> Result<(), Self::Error> {
+        self.action = Action::RangeStep(recorded(tid), start, end);
         Ok(())
     }
 }
