@@ -1135,6 +1135,28 @@ static void released(int op, const void *var) {
         return r;                                                               \
     }
 
+/* An interposed function that returns nothing: `body` runs between
+ * enter() and leave(), with `real` the real function, which runs alone
+ * when the runtime is off (the stub returns 0 in rax, in both modes). */
+#define VOID_WRAPPER(name, params, args, body)                                  \
+    DECLARE_REAL(void, name, params)                                            \
+    SCRUB64(name)                                                               \
+    IMPL long impl_##name(params) {                                             \
+        void (*real)(params) = get_##name();                                    \
+        if (!enter()) {                                                         \
+            real args;                                                          \
+            return 0;                                                           \
+        }                                                                       \
+        body;                                                                   \
+        leave();                                                                \
+        return 0;                                                               \
+    }
+
+/* A release that returns nothing (libgomp's, a static's guard). */
+#define VOID_RELEASE(name, op, var, params, args)                               \
+    VOID_WRAPPER(name, P(params), args,                                         \
+                 releasing(op, (const void *)(var)); real args; released(op, (const void *)(var)))
+
 
 ACQUIRE(int, pthread_mutex_trylock, WEFT_SYNC_MUTEX_TRYLOCK, m, 0, P(pthread_mutex_t *m), (m))
 BLOCKING_ACQUIRE(int, pthread_mutex_lock, pthread_mutex_trylock, WEFT_SYNC_MUTEX_LOCK, m, 0, P(pthread_mutex_t *m), (m))
@@ -1558,23 +1580,8 @@ IMPL int impl___cxa_guard_acquire(long *guard) {
 
 /* The object is built (release) or its constructor threw (abort, and the
  * next caller tries again): the end of the initialization, either way. */
-#define GUARD_END(name)                                                         \
-    DECLARE_REAL(void, name, long *)                                            \
-    SCRUB64(name)                                                               \
-    IMPL long impl_##name(long *guard) {                                        \
-        void (*real)(long *) = get_##name();                                    \
-        if (!enter()) {                                                         \
-            real(guard);                                                        \
-            return 0;                                                           \
-        }                                                                       \
-        releasing(WEFT_SYNC_ONCE_DONE, guard);                                  \
-        real(guard);                                                            \
-        released(WEFT_SYNC_ONCE_DONE, guard);                                   \
-        leave();                                                                \
-        return 0;                                                               \
-    }
-GUARD_END(__cxa_guard_release)
-GUARD_END(__cxa_guard_abort)
+VOID_RELEASE(__cxa_guard_release, WEFT_SYNC_ONCE_DONE, guard, long *guard, (guard))
+VOID_RELEASE(__cxa_guard_abort, WEFT_SYNC_ONCE_DONE, guard, long *guard, (guard))
 
 /* ------------------------------------------------------ OpenMP's locks */
 
@@ -1595,42 +1602,14 @@ static const char omp_critical_lock, omp_atomic_lock;
  * then its place; in a replay its place, then the real call. The real
  * function is resolved first in both (see BLOCKING_ACQUIRE). */
 #define OMP_ACQUIRE(name, var, params, args)                                    \
-    DECLARE_REAL(void, name, params)                                            \
-    SCRUB64(name)                                                               \
-    IMPL long impl_##name(params) {                                             \
-        void (*real)(params) = get_##name();                                    \
-        if (!enter()) {                                                         \
-            real args;                                                          \
-            return 0;                                                           \
-        }                                                                       \
-        if (mode == WEFT_MODE_RECORD) {                                         \
-            quiet(1);                                                           \
-            real args;                                                          \
-            acquired(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);             \
-        } else {                                                                \
-            sync_marker(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);          \
-            real args;                                                          \
-        }                                                                       \
-        leave();                                                                \
-        return 0;                                                               \
-    }
-
-/* A release that returns nothing (see RELEASE). */
-#define OMP_RELEASE(name, var, params, args)                                    \
-    DECLARE_REAL(void, name, params)                                            \
-    SCRUB64(name)                                                               \
-    IMPL long impl_##name(params) {                                             \
-        void (*real)(params) = get_##name();                                    \
-        if (!enter()) {                                                         \
-            real args;                                                          \
-            return 0;                                                           \
-        }                                                                       \
-        releasing(WEFT_SYNC_MUTEX_UNLOCK, (const void *)(var));                 \
+    VOID_WRAPPER(name, P(params), args, if (mode == WEFT_MODE_RECORD) {         \
+        quiet(1);                                                               \
         real args;                                                              \
-        released(WEFT_SYNC_MUTEX_UNLOCK, (const void *)(var));                  \
-        leave();                                                                \
-        return 0;                                                               \
-    }
+        acquired(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);                 \
+    } else {                                                                    \
+        sync_marker(WEFT_SYNC_MUTEX_LOCK, (const void *)(var), 0);              \
+        real args;                                                              \
+    })
 
 /* A test: nonzero when it took the lock (omp_test_nest_lock: the new
  * nesting count), logged as a trylock that succeeded or found it busy. A
@@ -1739,16 +1718,16 @@ OMP_WORK(unsigned, GOMP_sections_start, unsigned count, (count))
 OMP_WORK(unsigned, GOMP_sections_next, void, ())
 
 OMP_ACQUIRE(GOMP_critical_start, &omp_critical_lock, void, ())
-OMP_RELEASE(GOMP_critical_end, &omp_critical_lock, void, ())
+VOID_RELEASE(GOMP_critical_end, WEFT_SYNC_MUTEX_UNLOCK, &omp_critical_lock, void, ())
 OMP_ACQUIRE(GOMP_critical_name_start, p, void **p, (p))
-OMP_RELEASE(GOMP_critical_name_end, p, void **p, (p))
+VOID_RELEASE(GOMP_critical_name_end, WEFT_SYNC_MUTEX_UNLOCK, p, void **p, (p))
 OMP_ACQUIRE(GOMP_atomic_start, &omp_atomic_lock, void, ())
-OMP_RELEASE(GOMP_atomic_end, &omp_atomic_lock, void, ())
+VOID_RELEASE(GOMP_atomic_end, WEFT_SYNC_MUTEX_UNLOCK, &omp_atomic_lock, void, ())
 OMP_ACQUIRE(omp_set_lock, l, void *l, (l))
-OMP_RELEASE(omp_unset_lock, l, void *l, (l))
+VOID_RELEASE(omp_unset_lock, WEFT_SYNC_MUTEX_UNLOCK, l, void *l, (l))
 OMP_TEST(omp_test_lock, void *l, (l), l)
 OMP_ACQUIRE(omp_set_nest_lock, l, void *l, (l))
-OMP_RELEASE(omp_unset_nest_lock, l, void *l, (l))
+VOID_RELEASE(omp_unset_nest_lock, WEFT_SYNC_MUTEX_UNLOCK, l, void *l, (l))
 OMP_TEST(omp_test_nest_lock, void *l, (l), l)
 
 /* ------------------------------------------------------ thread returns */
