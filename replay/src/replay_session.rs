@@ -306,7 +306,8 @@ impl<'a> ReplaySession<'a> {
     fn range_step(&mut self, tid: Tid, range: std::ops::Range<u64>, interrupt: &mut dyn FnMut() -> bool) -> Result<Stop> {
         loop {
             let stop = self.forward(Some(tid), interrupt)?;
-            let inside = matches!(stop, Stop::Step { tid: t } if t == tid) && range.contains(&self.registers(tid)?.regs.rip);
+            // The engine keeps the stopped thread's pc: no ptrace call per step.
+            let inside = matches!(stop, Stop::Step { tid: t } if t == tid) && range.contains(&self.live.pc(tid)?);
             if !inside {
                 return Ok(stop);
             }
