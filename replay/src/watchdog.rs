@@ -14,13 +14,15 @@
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use weft_record::Tid;
 
 /// Watches the replay's progress and the thread the replayer waits for.
 pub struct Watchdog {
-    clock: Arc<Mutex<Clock>>,
+    /// What the watchdog knows, and the condition variable that wakes its
+    /// thread from a nap when a wall-time slice starts.
+    clock: Arc<(Mutex<Clock>, Condvar)>,
     fired: Arc<AtomicBool>,
     limit: Duration,
 }
@@ -74,30 +76,53 @@ impl Clock {
 /// ends as one, after this many limits more.
 const EXTENSIONS: u32 = 3;
 
-/// A thread's slice, counted in its own CPU time: a thread that waits for
-/// the CPU on a busy machine has not run, and a slice in wall time would
-/// set it aside at another point of its code than on an idle one, and the
-/// replay's choices would hang on the load. The watchdog thread reads the
-/// CPU time when it first looks at the slice, off the replay's path (a
-/// read of /proc per resume cost a replay of 825,000 events 9%); the wall
-/// time before that look counts as run. Wall time when the kernel does
-/// not say (no /proc/TID/schedstat).
+/// How long the replayer lets a thread run before the watchdog stops it
+/// (SIGSTOP), to set it aside or to look at it.
+///
+/// Counted in the thread's own CPU time ([`Slice::cpu`]): a thread that
+/// waits for the CPU on a busy machine has not run, and a slice in wall
+/// time would set it aside at another point of its code than on an idle
+/// one, and the replay's choices would hang on the load. The watchdog
+/// thread reads the CPU time when it first looks at the slice, off the
+/// replay's path (a read of /proc per resume cost a replay of 825,000
+/// events 9%); the wall time before that look counts as run. Wall time
+/// when the kernel does not say (no /proc/TID/schedstat). That CPU time
+/// advances a scheduler tick at a time (4 ms here): a slice that must end
+/// on time to a finer grain is counted in wall time ([`Slice::wall`]),
+/// which never ends it later than the CPU time would.
 #[derive(Debug, Clone, Copy)]
-struct Slice {
+pub struct Slice {
     since: Instant,
     length: Duration,
+    /// Counted in wall time from `since`.
+    wall: bool,
     /// The thread's CPU time at the watchdog's first look (`None`:
     /// unreadable), and the wall time from the slice's start to that look.
     base: Option<(Option<Duration>, Duration)>,
 }
 
 impl Slice {
-    fn new(length: Duration) -> Self {
-        Slice { since: Instant::now(), length, base: None }
+    /// A slice of `length` of the thread's CPU time.
+    pub fn cpu(length: Duration) -> Self {
+        Slice { since: Instant::now(), length, wall: false, base: None }
+    }
+
+    /// A slice of `length` of wall time from now, to a few tens of
+    /// microseconds (the watchdog naps for what is left of it).
+    pub fn wall(length: Duration) -> Self {
+        Slice { wall: true, ..Slice::cpu(length) }
+    }
+
+    /// The same slice, `factor` times as long.
+    pub fn scaled(self, factor: u32) -> Self {
+        Slice { length: self.length * factor, ..self }
     }
 
     /// What is left of it for thread `tid` (zero once it is over).
     fn left(&mut self, tid: Pid) -> Duration {
+        if self.wall {
+            return self.length.saturating_sub(self.since.elapsed());
+        }
         let now = cpu_time(tid);
         let since = self.since;
         let (cpu, before) = *self.base.get_or_insert_with(|| (now, since.elapsed()));
@@ -107,7 +132,15 @@ impl Slice {
         };
         self.length.saturating_sub(ran)
     }
+
+    /// The shortest nap that lets the watchdog end it on time.
+    fn resolution(&self) -> Duration {
+        if self.wall { WALL_RESOLUTION } else { Duration::from_millis(1) }
+    }
 }
+
+/// The shortest nap of the watchdog while a wall-time slice lasts.
+const WALL_RESOLUTION: Duration = Duration::from_micros(20);
 
 /// How long thread `tid` has run on a CPU: the first field of
 /// /proc/TID/schedstat (nanoseconds; the kernel's docs,
@@ -123,14 +156,21 @@ const TICK: Duration = Duration::from_millis(50);
 impl Watchdog {
     /// Starts the watchdog thread with a limit of `limit` without progress.
     pub fn start(limit: Duration) -> Self {
-        let clock: Arc<Mutex<Clock>> = Arc::default();
+        let clock: Arc<(Mutex<Clock>, Condvar)> = Arc::default();
         let fired = Arc::new(AtomicBool::new(false));
         let (c, f) = (Arc::downgrade(&clock), fired.clone());
         let (mut nap, mut short) = (TICK.min(limit), 0u32);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(nap);
+        std::thread::spawn(move || {
+            // Naps end within a microsecond of their time, not the
+            // default 50 (prctl(2), PR_SET_TIMERSLACK): a wall-time slice's
+            // overrun is the replayed thread's.
+            // SAFETY: prctl with integer arguments, on this thread only.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000, 0, 0, 0) };
+            off_the_replay_cpu();
+            loop {
             let Some(clock) = c.upgrade() else { return };
-            let mut guard = clock.lock().unwrap_or_else(|e| e.into_inner());
+            let guard = clock.0.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut guard, _) = clock.1.wait_timeout(guard, nap).unwrap_or_else(|e| e.into_inner());
             // Short slices (a signal search skipping hits, one after the
             // other) end on time: the watchdog looks every millisecond
             // while they last, and for 100 looks after the latest.
@@ -141,7 +181,8 @@ impl Watchdog {
             };
             let armed = guard.armed;
             let left = guard.slice.as_mut().zip(armed).map(|(s, tid)| s.left(tid));
-            nap = if short > 0 { left.unwrap_or(Duration::ZERO).clamp(Duration::from_millis(1), TICK) } else { TICK }.min(limit);
+            let resolution = guard.slice.map_or(Duration::from_millis(1), |s| s.resolution());
+            nap = if short > 0 { left.unwrap_or(Duration::ZERO).clamp(resolution, TICK) } else { TICK }.min(limit);
             if let Some(tid) = guard.armed {
                 if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
                     stop(tid);
@@ -150,12 +191,13 @@ impl Watchdog {
                     stop(tid);
                 }
             }
+            }
         });
         Self { clock, fired, limit }
     }
 
     fn clock(&self) -> std::sync::MutexGuard<'_, Clock> {
-        self.clock.lock().unwrap_or_else(|e| e.into_inner())
+        self.clock.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The replay loop runs (again): its time counts from now.
@@ -193,12 +235,16 @@ impl Watchdog {
         true
     }
 
-    /// The replayer is about to wait for `tid`, which it parks if it runs
-    /// longer than `slice` of its own CPU time without stopping.
-    pub fn arm(&self, tid: Pid, slice: Option<Duration>) {
+    /// The replayer is about to wait for `tid`, which the watchdog stops
+    /// at the end of `slice` if it runs that long without stopping.
+    pub fn arm(&self, tid: Pid, slice: Option<Slice>) {
         let mut c = self.clock();
         c.armed = Some(tid);
-        c.slice = slice.map(Slice::new);
+        c.slice = slice;
+        if slice.is_some_and(|s| s.wall) {
+            // Its end is not to wait for the nap under way.
+            self.clock.1.notify_one();
+        }
     }
 
     /// Whether the SIGSTOP thread `tid` stopped for was the watchdog's, at
@@ -246,6 +292,31 @@ impl Watchdog {
     /// The limit, in whole seconds.
     pub fn limit_secs(&self) -> u64 {
         self.limit.as_secs()
+    }
+}
+
+/// Moves the calling thread off the one CPU it is pinned to (the
+/// replay's, which it inherited), when another is online: woken on the
+/// CPU where the replayed thread computes, the watchdog would wait for
+/// the scheduler to preempt it, up to a few milliseconds, and a short
+/// slice would end that much late.
+fn off_the_replay_cpu() {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is a plain bit set; the calls read and write the
+    // sets given, of their size, for the calling thread only.
+    unsafe {
+        let mut pinned: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut pinned) != 0 || libc::CPU_COUNT(&pinned) != 1 {
+            return;
+        }
+        let mut others: libc::cpu_set_t = std::mem::zeroed();
+        let online = usize::try_from(libc::sysconf(libc::_SC_NPROCESSORS_ONLN)).unwrap_or(0);
+        for cpu in (0..online.min(libc::CPU_SETSIZE as usize)).filter(|&c| !libc::CPU_ISSET(c, &pinned)) {
+            libc::CPU_SET(cpu, &mut others);
+        }
+        if libc::CPU_COUNT(&others) > 0 {
+            libc::sched_setaffinity(0, size, &others);
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use super::{Advance, At, Entry, Halt, ProcessEnd, Session, Step};
 use crate::checkpoint::AltStack;
 use crate::remote;
 use crate::sync_points::{Hit, Op, StepOver};
+use crate::watchdog::Slice;
 use anyhow::{anyhow, bail, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
@@ -106,9 +107,9 @@ impl Session<'_> {
                     let turn = self.state.turn_slice.at(self.state.pos);
                     let slice = self.skip_slice(i).or_else(|| {
                         let spin_check = self.spin_check_due(i).then_some(super::PARK_AFTER);
-                        (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check)
+                        (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check).map(Slice::cpu)
                     });
-                    self.watchdog.arm(tid, slice.map(|d| d * (1 << computed)));
+                    self.watchdog.arm(tid, slice.map(|s| s.scaled(1 << computed)));
                     if sysemu {
                         self.state.threads[i].exit_due = false;
                         ptrace::sysemu(tid, None)?;

@@ -21,7 +21,13 @@
 //! counter traps once per iteration (the breakpoint's pc may run many
 //! times in one: a helper the loop calls from several places) until the
 //! counter is one short of the recorded value; the breakpoint then finds
-//! the hit. The
+//! the hit. A loop that counts in a register (no stack word changes) is
+//! found the same way, by a general register one further at each hit in
+//! the recorded frame; a register holds the counter only at the loop's
+//! pc, so each slice (in wall time, short ones ending to some tens of
+//! microseconds) ends with the breakpoint back for one hit that reads it,
+//! and the slices shrink until the recorded value is less than
+//! [`CLOSE_WALL`] of running away; the breakpoint then finds the hit. The
 //! thread passes its pthread
 //! synchronization points meanwhile (they are not logged events), but not
 //! a logged syscall, a fault or an rdtsc: the signal came before those in
@@ -37,7 +43,8 @@ use super::traps;
 use super::{At, Session};
 use anyhow::Result;
 use crate::watchdog::cpu_time;
-use std::time::Duration;
+use crate::watchdog::Slice;
+use std::time::{Duration, Instant};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use weft_record::event::{signal_name, HitState, Signal};
@@ -52,6 +59,10 @@ const ARITHMETIC_FLAGS: u64 = 0x8d5;
 const COMPARED: [usize; 18] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 19];
 /// Index of eflags in `user_regs_struct` order.
 const EFLAGS: usize = 18;
+/// Index of rsp in `user_regs_struct` order.
+const RSP: usize = 19;
+/// Indices of the registers that may hold a loop counter: r15 to rdi.
+const COUNTERS: std::ops::RangeInclusive<usize> = 0..=14;
 /// The share of the livelock timeout a search may take, in tenths: it
 /// ends at a hit well before the watchdog, which looks every 250 ms,
 /// would stop the thread.
@@ -61,6 +72,11 @@ const SEARCH_SHARE: u32 = 9;
 /// loop counter is known, to measure the loop's rate: at most some
 /// millions of iterations, fewer than [`MIN_SKIP`].
 const FIRST_SLICE: Duration = Duration::from_millis(1);
+/// A register counter's breakpoint stays once the recorded value is less
+/// than this much running away: a quarter of it is the shortest slice,
+/// which a stop (the watchdog's nap, to some microseconds, and a SIGSTOP)
+/// overruns by far less than the three quarters left.
+const CLOSE_WALL: Duration = Duration::from_micros(300);
 /// The breakpoint goes back when the counter is less than this much
 /// running time short of the recorded value, at the loop's measured rate:
 /// a slice may run a little longer than asked (the watchdog looks every
@@ -71,14 +87,30 @@ const CLOSE: Duration = Duration::from_millis(20);
 /// ptrace stops each), and a first slice would risk passing the count.
 const MIN_SKIP: u64 = 1_000_000;
 
-/// A loop counter found in the hunt thread's stack frame: the word at
-/// `addr` differed from the recorded state at two hits, with values one
-/// apart, and nothing else did. The thread runs without the
-/// breakpoint while the counter is far from `target`.
+/// Where a loop keeps the counter a hunt skips hits by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Counter {
+    /// A stack word: its address (the recorded rsp plus its offset). It
+    /// is read wherever a slice stopped the thread; once close, a write
+    /// watchpoint on it stops the thread (`watching`).
+    Stack { addr: u64, watching: bool },
+    /// A general register (its index in `user_regs_struct` order), which
+    /// holds the counter at the loop's pc only: each slice ends with the
+    /// breakpoint back for one hit that reads it (`probing`; hits in other
+    /// frames than the recorded one, `frame`, its rsp, are passed).
+    /// Slices are in wall time, sized by the fastest `rate` (iterations a
+    /// second) seen from one probe to the next; `at` is when the counter
+    /// was read last.
+    Register { index: usize, frame: u64, probing: bool, at: Instant, rate: f64 },
+}
+
+/// A loop counter: the stack word or register differed from the recorded
+/// state at two hits, with values one apart (for a stack word, nothing
+/// else differed). The thread runs without the breakpoint while the
+/// counter is far from `target`.
 #[derive(Debug, Clone)]
 struct Skip {
-    /// Address of the counter (the recorded rsp plus its offset).
-    addr: u64,
+    counter: Counter,
     /// Its recorded value.
     target: u64,
     /// Its value, and the thread's CPU time, when the skip began: the
@@ -91,9 +123,14 @@ struct Skip {
     last: u64,
     /// How long the next slice runs.
     slice: Duration,
-    /// Set once the counter is close: a write watchpoint on it, not
-    /// slices, stops the thread, at each iteration.
-    watching: bool,
+}
+
+impl Skip {
+    /// Whether the hunt's breakpoint is in its debug register: while a
+    /// register counter is probed.
+    fn breakpoint(&self) -> bool {
+        matches!(self.counter, Counter::Register { probing: true, .. })
+    }
 }
 
 /// A search for the moment an asynchronous signal hit: its execution
@@ -117,6 +154,9 @@ pub(super) struct Hunt {
     /// The latest hit that differed only in one stack word: the word's
     /// offset from rsp and its value there.
     single: Option<(usize, u64)>,
+    /// The register words of the latest hit in the recorded frame (rsp
+    /// as recorded).
+    previous: Option<Vec<u64>>,
     /// Set while the thread runs without the breakpoint.
     skip: Option<Skip>,
     /// A skip took place: the hunt skips once, then searches hit by hit.
@@ -160,7 +200,7 @@ impl Session<'_> {
         let tid = self.state.threads[i].tid;
         let label = self.trace.events[self.state.pos].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
-        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None, single: None, skip: None, skipped: false, passed: false });
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, passed: false });
         Ok(())
     }
 
@@ -190,12 +230,13 @@ impl Session<'_> {
     /// beyond, when it no longer counts towards it). Errors: ptrace, an
     /// unreadable counter.
     fn counter_written(&mut self, i: usize) -> Result<bool> {
-        let watched = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| Some((h.tid, h.slot, h.skip.clone().filter(|s| s.watching)?)));
+        let watched = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| Some((h.tid, h.slot, h.skip.clone()?)));
         let Some((tid, slot, skip)) = watched else { return Ok(false) };
+        let Counter::Stack { addr, watching: true } = skip.counter else { return Ok(false) };
         if !traps::hit(tid, slot)? {
             return Ok(false);
         }
-        let value = self.mem(i).read_u64(skip.addr)?;
+        let value = self.mem(i).read_u64(addr)?;
         let Some(h) = self.hunt.as_mut() else { return Ok(false) };
         if value >= skip.last && value.saturating_add(1) < skip.target {
             h.skip = Some(Skip { last: value, ..skip });
@@ -210,7 +251,7 @@ impl Session<'_> {
     /// [`traps::unexplained_debug_trap`]; and the pc is the breakpoint's:
     /// not an int3 that trapped past it). Errors: ptrace.
     fn hunt_trapped(&self, i: usize) -> Result<Option<Regs>> {
-        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none() && h.skip.is_none()) else { return Ok(None) };
+        let Some(h) = self.hunt.as_ref().filter(|h| self.is_current(h, i) && h.found.is_none() && h.armed()) else { return Ok(None) };
         let watchpoints = traps::DR6_HITS & !(1 << h.slot);
         if !traps::hit(h.tid, h.slot)? && !traps::unexplained_debug_trap(h.tid, watchpoints)? {
             return Ok(None);
@@ -227,17 +268,21 @@ impl Session<'_> {
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
         let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, recorded.stack.len()).ok());
+        let recorded = recorded.regs.clone();
         let matched = differing.is_none();
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
         tracing::trace!(event = h.event, hit = h.hits, ?differing, "signal search hit");
-        let counter = h.counter(&differing, regs.rsp);
+        let probing = h.skip.is_some();
+        let counter = if probing { None } else { h.counter(&differing, &recorded, &regs) };
         if h.closest.as_ref().is_none_or(|(_, c)| differing.closer_than(c)) {
             h.closest = Some((h.hits, differing));
         }
         if !matched && !expired && !h.passed {
-            if let Some(skip) = counter {
+            if probing {
+                self.probe(&regs);
+            } else if let Some(skip) = counter {
                 h.skip = Some(skip);
                 // The thread runs on without the breakpoint; a thread that
                 // is gone is the next stop's to report.
@@ -271,8 +316,13 @@ impl Session<'_> {
 
     /// How long thread `i` may run before the watchdog stops it for the
     /// hunt: a slice while it skips hits, else `None`.
-    pub(super) fn skip_slice(&self, i: usize) -> Option<Duration> {
-        self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).filter(|s| !s.watching).map(|s| s.slice)
+    pub(super) fn skip_slice(&self, i: usize) -> Option<Slice> {
+        let skip = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref())?;
+        match skip.counter {
+            Counter::Stack { watching: false, .. } => Some(Slice::cpu(skip.slice)),
+            Counter::Register { probing: false, .. } => Some(Slice::wall(skip.slice)),
+            _ => None,
+        }
     }
 
     /// Thread `i`, skipping hits, was stopped at the end of its slice:
@@ -282,8 +332,12 @@ impl Session<'_> {
     /// counting towards, the recorded value). Errors: ptrace, an
     /// unreadable counter.
     pub(super) fn skip_sample(&mut self, i: usize) -> Result<()> {
-        let Some(addr) = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.addr) else {
+        let Some(counter) = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref()).map(|s| s.counter) else {
             return Ok(());
+        };
+        let addr = match counter {
+            Counter::Stack { addr, .. } => addr,
+            Counter::Register { .. } => return self.probe_next(),
         };
         let value = self.mem(i).read_u64(addr)?;
         let Some(h) = self.hunt.as_mut() else { return Ok(()) };
@@ -299,13 +353,57 @@ impl Session<'_> {
             skip.slice = left / 4;
             return Ok(());
         }
-        if counting && value.saturating_add(1) < skip.target && skip.addr % 8 == 0 {
+        if counting && value.saturating_add(1) < skip.target && addr % 8 == 0 {
             skip.last = value;
-            skip.watching = true;
-            return self.watchpoints.apply_with_write_watch(h.tid, h.slot, skip.addr);
+            skip.counter = Counter::Stack { addr, watching: true };
+            return self.watchpoints.apply_with_write_watch(h.tid, h.slot, addr);
         }
         let passed = value >= skip.target;
         self.end_skip(passed)
+    }
+
+    /// A slice of a register counter's skip ended: the breakpoint goes
+    /// back for the hit that reads the counter ([`Session::probe`]).
+    /// Errors: ptrace.
+    fn probe_next(&mut self) -> Result<()> {
+        let Some(h) = self.hunt.as_mut() else { return Ok(()) };
+        let Some(Counter::Register { probing, .. }) = h.skip.as_mut().map(|s| &mut s.counter) else { return Ok(()) };
+        *probing = true;
+        let (tid, slot, label) = (h.tid, h.slot, self.trace.events[h.event].label);
+        self.watchpoints.apply_with_breakpoint(tid, slot, label)
+    }
+
+    /// A hit, with registers `regs`, that did not match while the hunt
+    /// probes its register counter. In the recorded frame it reads the
+    /// counter: while it counts towards the recorded value and is at least
+    /// [`CLOSE_WALL`] of running away, the thread runs on without the
+    /// breakpoint for a quarter of that; else the skip ends and the
+    /// breakpoint stays (the search ends at the next hit when the counter
+    /// passed its recorded value).
+    fn probe(&mut self, regs: &Regs) {
+        let Some(h) = self.hunt.as_mut() else { return };
+        let Some(skip) = h.skip.as_mut() else { return };
+        let Counter::Register { index, frame, rate, at, .. } = skip.counter else { return };
+        if regs.rsp != frame {
+            return;
+        }
+        let value = tracee::regs_words(regs)[index];
+        let now = Instant::now();
+        let rate = rate.max(value.saturating_sub(skip.last) as f64 / now.duration_since(at).as_secs_f64().max(1e-9));
+        let left = Duration::from_secs_f64(skip.target.saturating_sub(value) as f64 / rate.max(1.0));
+        tracing::trace!(value, ?left, rate, since = ?now.duration_since(at), "register counter probed");
+        if value >= skip.last && value < skip.target && left >= CLOSE_WALL {
+            skip.last = value;
+            skip.slice = left / 4;
+            skip.counter = Counter::Register { index, frame, probing: false, at: now, rate };
+            // The thread runs on without the breakpoint; a thread that is
+            // gone is the next stop's to report.
+            let _ = self.watchpoints.apply(h.tid);
+            return;
+        }
+        tracing::debug!(event = h.event, hits = h.hits, value, target = skip.target, "register counter close");
+        h.passed = value >= skip.target;
+        h.skip = None;
     }
 
     /// Ends the hunt's skip: the breakpoint goes back in its register, and
@@ -321,7 +419,7 @@ impl Session<'_> {
 
     /// Whether thread `i`'s execution breakpoint (a search's) is at `pc`.
     pub(super) fn hunt_at(&self, i: usize, pc: u64) -> bool {
-        self.hunt.as_ref().is_some_and(|h| h.tid == self.state.threads[i].tid && h.skip.is_none() && self.trace.events[h.event].label == pc)
+        self.hunt.as_ref().is_some_and(|h| h.tid == self.state.threads[i].tid && h.armed() && self.trace.events[h.event].label == pc)
     }
 
     /// Whether hunt `h` searches for the log's next event in thread `i`.
@@ -336,25 +434,54 @@ impl Hunt {
         self.tid
     }
 
-    /// After a hit that differed by `d` from the recorded state, with the
-    /// thread's rsp `rsp`: the loop counter to skip hits by, when this hit
-    /// and the latest such one before (other hits of the same pc, in other
-    /// calls, may come between) differed only in the same stack word, by
-    /// one iteration, and the recorded value is at least [`MIN_SKIP`]
-    /// ahead.
-    fn counter(&mut self, d: &Mismatch, rsp: u64) -> Option<Skip> {
-        let [(offset, recorded, here)] = d.stack[..] else { return None };
-        let previous = self.single.replace((offset, here));
-        let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
-        let far = recorded > here.saturating_add(MIN_SKIP);
-        (counts && far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
-            addr: rsp + offset as u64,
-            target: recorded,
+    /// Whether the breakpoint is in its debug register: no skip, or one
+    /// that probes its register counter.
+    fn armed(&self) -> bool {
+        self.skip.as_ref().is_none_or(Skip::breakpoint)
+    }
+
+    /// After a hit with registers `regs` that differed by `d` from the
+    /// recorded state (whose register words are `recorded`): the loop
+    /// counter to skip hits by, when this hit and the latest such one
+    /// before (other hits of the same pc, in other calls, may come
+    /// between) differed only in the same stack word, by one iteration,
+    /// or, in the recorded frame, in a general register one further; and
+    /// the recorded value is at least [`MIN_SKIP`] ahead. A hunt skips
+    /// once.
+    fn counter(&mut self, d: &Mismatch, recorded: &[u64], regs: &Regs) -> Option<Skip> {
+        let (counter, target, here) = self.stack_counter(d, regs.rsp).or_else(|| self.register_counter(recorded, regs))?;
+        let far = target > here.saturating_add(MIN_SKIP);
+        (far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
+            counter,
+            target,
             start: (here, cpu_time(self.tid).unwrap_or_default()),
             last: here,
             slice: FIRST_SLICE,
-            watching: false,
         })
+    }
+
+    /// A stack word one further than at the latest hit that differed in
+    /// that word alone, when this hit differed in it alone: the counter,
+    /// its recorded value and its value here.
+    fn stack_counter(&mut self, d: &Mismatch, rsp: u64) -> Option<(Counter, u64, u64)> {
+        let [(offset, recorded, here)] = d.stack[..] else { return None };
+        let previous = self.single.replace((offset, here));
+        let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
+        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here))
+    }
+
+    /// A general register one further than at the latest hit in the
+    /// recorded frame, and short of its recorded value: the counter, its
+    /// recorded value and its value here.
+    fn register_counter(&mut self, recorded: &[u64], regs: &Regs) -> Option<(Counter, u64, u64)> {
+        let now = tracee::regs_words(regs);
+        if recorded.len() != now.len() || now[RSP] != recorded[RSP] {
+            return None;
+        }
+        let previous = self.previous.replace(now.clone())?;
+        let index = COUNTERS.into_iter().find(|&k| now[k] == previous[k].wrapping_add(1) && now[k] < recorded[k])?;
+        let counter = Counter::Register { index, frame: regs.rsp, probing: false, at: Instant::now(), rate: 0.0 };
+        Some((counter, recorded[index], now[index]))
     }
 }
 
@@ -446,15 +573,17 @@ mod tests {
 
     #[test]
     fn a_lone_stack_word_one_further_at_each_hit_is_a_counter_to_skip_by() {
-        let mut h = Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, skip: None, skipped: false, passed: false };
+        let mut h = hunt();
+        let recorded = tracee::regs_words(&regs());
         let counting = |here: u64| Mismatch { stack: vec![(0xb0, 5_000_000, here)], ..Default::default() };
         let hit = |h: &mut Hunt, d: Mismatch| {
             h.hits += 1;
-            h.counter(&d, 0x7ffe0000).map(|s| (s.addr, s.target, s.last))
+            h.counter(&d, &recorded, &regs()).map(|s| (s.counter, s.target, s.last))
         };
+        let at = |addr| Counter::Stack { addr, watching: false };
         assert_eq!(hit(&mut h, counting(1)), None, "one hit is no count");
         assert_eq!(hit(&mut h, counting(3)), None, "two apart is no count");
-        assert_eq!(hit(&mut h, counting(4)), Some((0x7ffe00b0, 5_000_000, 4)));
+        assert_eq!(hit(&mut h, counting(4)), Some((at(0x7ffe00b0), 5_000_000, 4)));
         assert_eq!(hit(&mut h, counting(5)), None, "a hunt skips once");
         let mut h = Hunt { skipped: false, single: None, ..h };
         let two_words = Mismatch { stack: vec![(0xb0, 5_000_000, 7), (0xb8, 1, 2)], ..Default::default() };
@@ -463,6 +592,35 @@ mod tests {
         assert_eq!(h.single, Some((0xb0, 6)), "a hit that differs more is another call's");
         assert_eq!(hit(&mut h, counting(4_500_000)), None);
         assert_eq!(hit(&mut h, counting(4_500_001)), None, "too close to the recorded count to skip");
+    }
+
+    #[test]
+    fn a_register_one_further_at_each_hit_in_the_recorded_frame_is_a_counter() {
+        let mut h = hunt();
+        let mut recorded = regs();
+        recorded.rcx = 9_000_000;
+        let recorded = tracee::regs_words(&recorded);
+        let differs = Mismatch { registers: vec!["rcx".into(), "rax".into()], ..Default::default() };
+        let hit = |h: &mut Hunt, rcx: u64, rax: u64, rsp: u64| {
+            let mut now = regs();
+            (now.rcx, now.rax, now.rsp) = (rcx, rax, rsp);
+            h.counter(&differs, &recorded, &now).map(|s| (s.counter, s.target, s.last))
+        };
+        let found = |c: Option<(Counter, u64, u64)>| c.map(|(c, target, last)| (matches!(c, Counter::Register { index: 11, frame: 0x7ffe0000, probing: false, .. }), target, last));
+        assert_eq!(hit(&mut h, 10, 0x1234, 0x7ffe0000), None, "one hit is no count");
+        assert_eq!(hit(&mut h, 11, 0x9999, 0x7ffe0100), None, "another frame's hit");
+        assert_eq!(found(hit(&mut h, 11, 0x5678, 0x7ffe0000)), Some((true, 9_000_000, 11)), "rcx counts, rax does not");
+        assert_eq!(hit(&mut h, 12, 0x4321, 0x7ffe0000), None, "a hunt skips once");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 8_500_000, 0, 0x7ffe0000), None);
+        assert_eq!(hit(&mut h, 8_500_001, 0, 0x7ffe0000), None, "too close to the recorded count to skip");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 9_000_002, 0, 0x7ffe0000), None);
+        assert_eq!(hit(&mut h, 9_000_003, 0, 0x7ffe0000), None, "past the recorded count");
+    }
+
+    fn hunt() -> Hunt {
+        Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, passed: false }
     }
 
     #[test]
