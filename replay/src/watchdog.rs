@@ -50,6 +50,10 @@ struct Clock {
     /// Times the limit started again since the last progress, for a
     /// thread that computes ([`Watchdog::computing`]).
     extended: u32,
+    /// Wall-time slices armed so far: the watchdog thread naps only while
+    /// this is what it last saw (a slice armed between two of its naps
+    /// would otherwise wait for the next).
+    wall_slices: u64,
 }
 
 impl Clock {
@@ -159,7 +163,7 @@ impl Watchdog {
         let clock: Arc<(Mutex<Clock>, Condvar)> = Arc::default();
         let fired = Arc::new(AtomicBool::new(false));
         let (c, f) = (Arc::downgrade(&clock), fired.clone());
-        let (mut nap, mut short) = (TICK.min(limit), 0u32);
+        let (mut nap, mut short, mut seen) = (TICK.min(limit), 0u32, 0u64);
         std::thread::spawn(move || {
             // Naps end within a microsecond of their time, not the
             // default 50 (prctl(2), PR_SET_TIMERSLACK): a wall-time slice's
@@ -170,7 +174,8 @@ impl Watchdog {
             loop {
             let Some(clock) = c.upgrade() else { return };
             let guard = clock.0.lock().unwrap_or_else(|e| e.into_inner());
-            let (mut guard, _) = clock.1.wait_timeout(guard, nap).unwrap_or_else(|e| e.into_inner());
+            let (mut guard, _) = clock.1.wait_timeout_while(guard, nap, |c| c.wall_slices == seen).unwrap_or_else(|e| e.into_inner());
+            seen = guard.wall_slices;
             // Short slices (a signal search skipping hits, one after the
             // other) end on time: the watchdog looks every millisecond
             // while they last, and for 100 looks after the latest.
@@ -243,6 +248,7 @@ impl Watchdog {
         c.slice = slice;
         if slice.is_some_and(|s| s.wall) {
             // Its end is not to wait for the nap under way.
+            c.wall_slices += 1;
             self.clock.1.notify_one();
         }
     }

@@ -21,10 +21,11 @@
 //! counter traps once per iteration (the breakpoint's pc may run many
 //! times in one: a helper the loop calls from several places) until the
 //! counter is one short of the recorded value; the breakpoint then finds
-//! the hit. A loop that counts in a register (no stack word changes) is
-//! found the same way, by a general register one further at each hit in
-//! the recorded frame; a register holds the counter only at the loop's
-//! pc, so each slice (in wall time, short ones ending to some tens of
+//! the hit. A loop that counts in a register, or in a stack word while
+//! registers change too (a callee saved the caller's counter), is found
+//! by a word of the hit's state ([`state_words`]) one further than at the
+//! latest hit in the recorded frame; that word holds the counter only at
+//! the loop's pc, so each slice (in wall time, ending to some
 //! microseconds) ends with the breakpoint back for one hit that reads it,
 //! and the slices shrink until the recorded value is less than
 //! [`CLOSE_WALL`] of running away; the breakpoint then finds the hit. The
@@ -61,8 +62,9 @@ const COMPARED: [usize; 18] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
 const EFLAGS: usize = 18;
 /// Index of rsp in `user_regs_struct` order.
 const RSP: usize = 19;
-/// Indices of the registers that may hold a loop counter: r15 to rdi.
-const COUNTERS: std::ops::RangeInclusive<usize> = 0..=14;
+/// The registers that may hold a loop counter, the first words of a
+/// hit's state ([`state_words`]): r15 to rdi in `user_regs_struct` order.
+const REGISTER_WORDS: usize = 15;
 /// The share of the livelock timeout a search may take, in tenths: it
 /// ends at a hit well before the watchdog, which looks every 250 ms,
 /// would stop the thread.
@@ -72,7 +74,7 @@ const SEARCH_SHARE: u32 = 9;
 /// loop counter is known, to measure the loop's rate: at most some
 /// millions of iterations, fewer than [`MIN_SKIP`].
 const FIRST_SLICE: Duration = Duration::from_millis(1);
-/// A register counter's breakpoint stays once the recorded value is less
+/// A probed counter's breakpoint stays once the recorded value is less
 /// than this much running away: a quarter of it is the shortest slice,
 /// which a stop (the watchdog's nap, to some microseconds, and a SIGSTOP)
 /// overruns by far less than the three quarters left.
@@ -94,14 +96,14 @@ enum Counter {
     /// is read wherever a slice stopped the thread; once close, a write
     /// watchpoint on it stops the thread (`watching`).
     Stack { addr: u64, watching: bool },
-    /// A general register (its index in `user_regs_struct` order), which
-    /// holds the counter at the loop's pc only: each slice ends with the
-    /// breakpoint back for one hit that reads it (`probing`; hits in other
-    /// frames than the recorded one, `frame`, its rsp, are passed).
-    /// Slices are in wall time, sized by the fastest `rate` (iterations a
-    /// second) seen from one probe to the next; `at` is when the counter
-    /// was read last.
-    Register { index: usize, frame: u64, probing: bool, at: Instant, rate: f64 },
+    /// A word of the hit's state (its index in [`state_words`]: a general
+    /// register or a stack word), which holds the counter at the loop's pc
+    /// only: each slice ends with the breakpoint back for one hit that
+    /// reads it (`probing`; hits in other frames than the recorded one,
+    /// `frame`, its rsp, are passed). Slices are in wall time, sized by
+    /// the fastest `rate` (iterations a second) seen from one probe to the
+    /// next; `at` is when the counter was read last.
+    Probed { word: usize, frame: u64, probing: bool, at: Instant, rate: f64 },
 }
 
 /// A loop counter: the stack word or register differed from the recorded
@@ -127,9 +129,9 @@ struct Skip {
 
 impl Skip {
     /// Whether the hunt's breakpoint is in its debug register: while a
-    /// register counter is probed.
+    /// counter is probed.
     fn breakpoint(&self) -> bool {
-        matches!(self.counter, Counter::Register { probing: true, .. })
+        matches!(self.counter, Counter::Probed { probing: true, .. })
     }
 }
 
@@ -154,8 +156,8 @@ pub(super) struct Hunt {
     /// The latest hit that differed only in one stack word: the word's
     /// offset from rsp and its value there.
     single: Option<(usize, u64)>,
-    /// The register words of the latest hit in the recorded frame (rsp
-    /// as recorded).
+    /// The state words of the latest hit in the recorded frame (rsp as
+    /// recorded), while the hunt may still find a counter there.
     previous: Option<Vec<u64>>,
     /// Set while the thread runs without the breakpoint.
     skip: Option<Skip>,
@@ -268,20 +270,24 @@ impl Session<'_> {
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
         let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, recorded.stack.len()).ok());
-        let recorded = recorded.regs.clone();
+        let counting = self.hunt.as_ref().is_some_and(|h| !h.skipped || h.skip.is_some());
+        let in_frame = counting && recorded.regs.get(RSP) == Some(&regs.rsp);
+        let words = in_frame.then(|| self.mem(i).read(regs.rsp, recorded.stack.len()).ok()).flatten().map(|stack| {
+            (state_words(&recorded.regs, &recorded.stack), state_words(&tracee::regs_words(&regs), &stack))
+        });
         let matched = differing.is_none();
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
         h.hits += 1;
         tracing::trace!(event = h.event, hit = h.hits, ?differing, "signal search hit");
         let probing = h.skip.is_some();
-        let counter = if probing { None } else { h.counter(&differing, &recorded, &regs) };
+        let counter = if probing { None } else { h.counter(&differing, words.as_ref(), regs.rsp) };
         if h.closest.as_ref().is_none_or(|(_, c)| differing.closer_than(c)) {
             h.closest = Some((h.hits, differing));
         }
         if !matched && !expired && !h.passed {
             if probing {
-                self.probe(&regs);
+                self.probe(words.map(|(_, here)| here));
             } else if let Some(skip) = counter {
                 h.skip = Some(skip);
                 // The thread runs on without the breakpoint; a thread that
@@ -320,7 +326,7 @@ impl Session<'_> {
         let skip = self.hunt.as_ref().filter(|h| self.is_current(h, i)).and_then(|h| h.skip.as_ref())?;
         match skip.counter {
             Counter::Stack { watching: false, .. } => Some(Slice::cpu(skip.slice)),
-            Counter::Register { probing: false, .. } => Some(Slice::wall(skip.slice)),
+            Counter::Probed { probing: false, .. } => Some(Slice::wall(skip.slice)),
             _ => None,
         }
     }
@@ -337,7 +343,7 @@ impl Session<'_> {
         };
         let addr = match counter {
             Counter::Stack { addr, .. } => addr,
-            Counter::Register { .. } => return self.probe_next(),
+            Counter::Probed { .. } => return self.probe_next(),
         };
         let value = self.mem(i).read_u64(addr)?;
         let Some(h) = self.hunt.as_mut() else { return Ok(()) };
@@ -362,46 +368,44 @@ impl Session<'_> {
         self.end_skip(passed)
     }
 
-    /// A slice of a register counter's skip ended: the breakpoint goes
+    /// A slice of a probed counter's skip ended: the breakpoint goes
     /// back for the hit that reads the counter ([`Session::probe`]).
     /// Errors: ptrace.
     fn probe_next(&mut self) -> Result<()> {
         let Some(h) = self.hunt.as_mut() else { return Ok(()) };
-        let Some(Counter::Register { probing, .. }) = h.skip.as_mut().map(|s| &mut s.counter) else { return Ok(()) };
+        let Some(Counter::Probed { probing, .. }) = h.skip.as_mut().map(|s| &mut s.counter) else { return Ok(()) };
         *probing = true;
         let (tid, slot, label) = (h.tid, h.slot, self.trace.events[h.event].label);
         self.watchpoints.apply_with_breakpoint(tid, slot, label)
     }
 
-    /// A hit, with registers `regs`, that did not match while the hunt
-    /// probes its register counter. In the recorded frame it reads the
-    /// counter: while it counts towards the recorded value and is at least
+    /// A hit that did not match while the hunt probes its counter, with
+    /// its state words when in the recorded frame (else `None`: the probe
+    /// goes on). It reads the counter:
+    /// while it counts towards the recorded value and is at least
     /// [`CLOSE_WALL`] of running away, the thread runs on without the
     /// breakpoint for a quarter of that; else the skip ends and the
     /// breakpoint stays (the search ends at the next hit when the counter
     /// passed its recorded value).
-    fn probe(&mut self, regs: &Regs) {
+    fn probe(&mut self, words: Option<Vec<u64>>) {
         let Some(h) = self.hunt.as_mut() else { return };
         let Some(skip) = h.skip.as_mut() else { return };
-        let Counter::Register { index, frame, rate, at, .. } = skip.counter else { return };
-        if regs.rsp != frame {
-            return;
-        }
-        let value = tracee::regs_words(regs)[index];
+        let Counter::Probed { word, frame, rate, at, .. } = skip.counter else { return };
+        let Some(&value) = words.as_ref().and_then(|w| w.get(word)) else { return };
         let now = Instant::now();
         let rate = rate.max(value.saturating_sub(skip.last) as f64 / now.duration_since(at).as_secs_f64().max(1e-9));
         let left = Duration::from_secs_f64(skip.target.saturating_sub(value) as f64 / rate.max(1.0));
-        tracing::trace!(value, ?left, rate, since = ?now.duration_since(at), "register counter probed");
+        tracing::trace!(value, ?left, rate, since = ?now.duration_since(at), "counter probed");
         if value >= skip.last && value < skip.target && left >= CLOSE_WALL {
             skip.last = value;
             skip.slice = left / 4;
-            skip.counter = Counter::Register { index, frame, probing: false, at: now, rate };
+            skip.counter = Counter::Probed { word, frame, probing: false, at: now, rate };
             // The thread runs on without the breakpoint; a thread that is
             // gone is the next stop's to report.
             let _ = self.watchpoints.apply(h.tid);
             return;
         }
-        tracing::debug!(event = h.event, hits = h.hits, value, target = skip.target, "register counter close");
+        tracing::debug!(event = h.event, hits = h.hits, value, target = skip.target, "probed counter close");
         h.passed = value >= skip.target;
         h.skip = None;
     }
@@ -440,16 +444,17 @@ impl Hunt {
         self.skip.as_ref().is_none_or(Skip::breakpoint)
     }
 
-    /// After a hit with registers `regs` that differed by `d` from the
-    /// recorded state (whose register words are `recorded`): the loop
-    /// counter to skip hits by, when this hit and the latest such one
-    /// before (other hits of the same pc, in other calls, may come
-    /// between) differed only in the same stack word, by one iteration,
-    /// or, in the recorded frame, in a general register one further; and
-    /// the recorded value is at least [`MIN_SKIP`] ahead. A hunt skips
-    /// once.
-    fn counter(&mut self, d: &Mismatch, recorded: &[u64], regs: &Regs) -> Option<Skip> {
-        let (counter, target, here) = self.stack_counter(d, regs.rsp).or_else(|| self.register_counter(recorded, regs))?;
+    /// After a hit with stack pointer `rsp` that differed by `d` from the
+    /// recorded state: the loop counter to skip hits by, when this hit and
+    /// the latest such one before (other hits of the same pc, in other
+    /// calls, may come between) differed only in the same stack word, by
+    /// one iteration, or, in the recorded frame (`words`: the recorded
+    /// state words and this hit's), a state word is one further than at
+    /// the latest hit there; and the recorded value is at least
+    /// [`MIN_SKIP`] ahead. A hunt skips once.
+    fn counter(&mut self, d: &Mismatch, words: Option<&(Vec<u64>, Vec<u64>)>, rsp: u64) -> Option<Skip> {
+        let found = self.stack_counter(d, rsp).or_else(|| words.and_then(|(recorded, here)| self.probed_counter(recorded, here, rsp)));
+        let (counter, target, here) = found?;
         let far = target > here.saturating_add(MIN_SKIP);
         (far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
             counter,
@@ -470,18 +475,15 @@ impl Hunt {
         counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here))
     }
 
-    /// A general register one further than at the latest hit in the
-    /// recorded frame, and short of its recorded value: the counter, its
+    /// A state word of this hit in the recorded frame (`here`, with stack
+    /// pointer `frame`) one further than at the latest hit there, and
+    /// short of its recorded value (in `recorded`): the counter, its
     /// recorded value and its value here.
-    fn register_counter(&mut self, recorded: &[u64], regs: &Regs) -> Option<(Counter, u64, u64)> {
-        let now = tracee::regs_words(regs);
-        if recorded.len() != now.len() || now[RSP] != recorded[RSP] {
-            return None;
-        }
-        let previous = self.previous.replace(now.clone())?;
-        let index = COUNTERS.into_iter().find(|&k| now[k] == previous[k].wrapping_add(1) && now[k] < recorded[k])?;
-        let counter = Counter::Register { index, frame: regs.rsp, probing: false, at: Instant::now(), rate: 0.0 };
-        Some((counter, recorded[index], now[index]))
+    fn probed_counter(&mut self, recorded: &[u64], here: &[u64], frame: u64) -> Option<(Counter, u64, u64)> {
+        let previous = self.previous.replace(here.to_vec()).filter(|p| p.len() == here.len() && here.len() == recorded.len())?;
+        let word = (0..here.len()).find(|&k| here[k] == previous[k].wrapping_add(1) && here[k] < recorded[k])?;
+        let counter = Counter::Probed { word, frame, probing: false, at: Instant::now(), rate: 0.0 };
+        Some((counter, recorded[word], here[word]))
     }
 }
 
@@ -525,6 +527,18 @@ impl Mismatch {
     }
 }
 
+/// A hit's state as 8-byte words: the general registers that may hold a
+/// counter ([`REGISTER_WORDS`]; `regs` in `user_regs_struct` order), then
+/// the words of the `stack` bytes from rsp.
+fn state_words(regs: &[u64], stack: &[u8]) -> Vec<u64> {
+    regs.iter().take(REGISTER_WORDS).copied().chain(stack.chunks(8).map(le_word)).collect()
+}
+
+/// The little-endian word of up to 8 bytes.
+fn le_word(bytes: &[u8]) -> u64 {
+    bytes.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64)
+}
+
 /// What keeps a thread with registers `regs` from the recorded state: the
 /// compared registers that differ, and, when they all equal, the words of
 /// its stack (read by `stack`, only then; `None`: unreadable) that differ.
@@ -545,14 +559,13 @@ fn differences(recorded: &HitState, regs: &Regs, stack: impl FnOnce() -> Option<
     let Some(bytes) = stack().filter(|b| b.len() == recorded.stack.len()) else {
         return Mismatch { registers, unreadable: true, ..Default::default() };
     };
-    let word = |w: &[u8]| w.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64);
     let stack = recorded
         .stack
         .chunks(8)
         .zip(bytes.chunks(8))
         .enumerate()
         .filter(|(_, (r, h))| r != h)
-        .map(|(k, (r, h))| (k * 8, word(r), word(h)))
+        .map(|(k, (r, h))| (k * 8, le_word(r), le_word(h)))
         .collect();
     Mismatch { registers, stack, unreadable: false }
 }
@@ -574,11 +587,10 @@ mod tests {
     #[test]
     fn a_lone_stack_word_one_further_at_each_hit_is_a_counter_to_skip_by() {
         let mut h = hunt();
-        let recorded = tracee::regs_words(&regs());
         let counting = |here: u64| Mismatch { stack: vec![(0xb0, 5_000_000, here)], ..Default::default() };
         let hit = |h: &mut Hunt, d: Mismatch| {
             h.hits += 1;
-            h.counter(&d, &recorded, &regs()).map(|s| (s.counter, s.target, s.last))
+            h.counter(&d, None, 0x7ffe0000).map(|s| (s.counter, s.target, s.last))
         };
         let at = |addr| Counter::Stack { addr, watching: false };
         assert_eq!(hit(&mut h, counting(1)), None, "one hit is no count");
@@ -595,28 +607,38 @@ mod tests {
     }
 
     #[test]
-    fn a_register_one_further_at_each_hit_in_the_recorded_frame_is_a_counter() {
-        let mut h = hunt();
+    fn a_state_word_one_further_than_at_the_latest_hit_in_the_frame_is_a_counter() {
         let mut recorded = regs();
         recorded.rcx = 9_000_000;
-        let recorded = tracee::regs_words(&recorded);
+        let mut stack = vec![0u8; 512];
+        stack[0x18..0x20].copy_from_slice(&7_000_000u64.to_le_bytes());
+        let recorded = state_words(&tracee::regs_words(&recorded), &stack);
         let differs = Mismatch { registers: vec!["rcx".into(), "rax".into()], ..Default::default() };
-        let hit = |h: &mut Hunt, rcx: u64, rax: u64, rsp: u64| {
+        let hit = |h: &mut Hunt, rcx: u64, rax: u64, spilled: u64| {
             let mut now = regs();
-            (now.rcx, now.rax, now.rsp) = (rcx, rax, rsp);
-            h.counter(&differs, &recorded, &now).map(|s| (s.counter, s.target, s.last))
+            (now.rcx, now.rax) = (rcx, rax);
+            let mut stack = vec![0u8; 512];
+            stack[0x18..0x20].copy_from_slice(&spilled.to_le_bytes());
+            let words = (recorded.clone(), state_words(&tracee::regs_words(&now), &stack));
+            h.counter(&differs, Some(&words), now.rsp).and_then(|s| match s.counter {
+                Counter::Probed { word, frame: 0x7ffe0000, probing: false, .. } => Some((word, s.target, s.last)),
+                _ => None,
+            })
         };
-        let found = |c: Option<(Counter, u64, u64)>| c.map(|(c, target, last)| (matches!(c, Counter::Register { index: 11, frame: 0x7ffe0000, probing: false, .. }), target, last));
-        assert_eq!(hit(&mut h, 10, 0x1234, 0x7ffe0000), None, "one hit is no count");
-        assert_eq!(hit(&mut h, 11, 0x9999, 0x7ffe0100), None, "another frame's hit");
-        assert_eq!(found(hit(&mut h, 11, 0x5678, 0x7ffe0000)), Some((true, 9_000_000, 11)), "rcx counts, rax does not");
-        assert_eq!(hit(&mut h, 12, 0x4321, 0x7ffe0000), None, "a hunt skips once");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 8_500_000, 0, 0x7ffe0000), None);
-        assert_eq!(hit(&mut h, 8_500_001, 0, 0x7ffe0000), None, "too close to the recorded count to skip");
+        assert_eq!(hit(&mut h, 10, 0x1234, 0), None, "one hit is no count");
+        assert_eq!(hit(&mut h, 11, 0x5678, 0), Some((11, 9_000_000, 11)), "rcx counts, rax does not");
+        assert_eq!(hit(&mut h, 12, 0x4321, 0), None, "a hunt skips once");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 9_000_002, 0, 0x7ffe0000), None);
-        assert_eq!(hit(&mut h, 9_000_003, 0, 0x7ffe0000), None, "past the recorded count");
+        assert_eq!(hit(&mut h, 5, 0x1234, 40), None);
+        assert_eq!(hit(&mut h, 5, 0x5678, 40), None, "nothing counted since");
+        assert_eq!(hit(&mut h, 5, 0x9abc, 41), Some((REGISTER_WORDS + 3, 7_000_000, 41)), "a counter saved on the stack");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 8_500_000, 0, 0), None);
+        assert_eq!(hit(&mut h, 8_500_001, 0, 0), None, "too close to the recorded count to skip");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 9_000_002, 0, 0), None);
+        assert_eq!(hit(&mut h, 9_000_003, 0, 0), None, "past the recorded count");
     }
 
     fn hunt() -> Hunt {
