@@ -24,17 +24,17 @@
 //! the hit. A loop that counts in a register, or in a stack word while
 //! registers change too (a callee saved the caller's counter), is found
 //! by a word of the hit's state ([`state_words`]) one further than at the
-//! latest hit in the recorded frame; that word holds the counter only at
-//! the loop's pc, so each slice (in wall time, ending to some
-//! microseconds) ends with the breakpoint back for one hit that reads it,
-//! and the slices shrink until the recorded value is less than
+//! latest hit in the recorded frame (or one less, or some bytes further: a
+//! loop that counts down, a pointer that walks an array); that word holds
+//! the counter only at the loop's pc, so each slice (in wall time, ending
+//! to some microseconds) ends with the breakpoint back for one hit that
+//! reads it, and the slices shrink until the recorded value is less than
 //! [`CLOSE_WALL`] of running away; the breakpoint then finds the hit. The
-//! thread passes its pthread
-//! synchronization points meanwhile (they are not logged events), but not
-//! a logged syscall, a fault or an rdtsc: the signal came before those in
-//! the recording, so reaching one first means this replay cannot find the
-//! moment, and the signal is delivered there, as inexact
-//! (`async_signal.rs`). So is it, at the next hit, when the replay has
+//! thread passes its pthread synchronization points meanwhile (they are
+//! not logged events), but not a logged syscall, a fault or an rdtsc: the
+//! signal came before those in the recording, so reaching one first means
+//! this replay cannot find the moment, and the signal is delivered there,
+//! as inexact (`async_signal.rs`). So is it, at the next hit, when the replay has
 //! gone nine tenths of the livelock timeout without matching an event
 //! ([`SEARCH_SHARE`]): a loop whose state never repeats the recorded one
 //! would otherwise run until the watchdog calls it a livelock, while the
@@ -74,6 +74,9 @@ const SEARCH_SHARE: u32 = 9;
 /// loop counter is known, to measure the loop's rate: at most some
 /// millions of iterations, fewer than [`MIN_SKIP`].
 const FIRST_SLICE: Duration = Duration::from_millis(1);
+/// The steps by which a probed counter may move from one iteration to the
+/// next: a count, or a pointer to elements of up to 16 bytes.
+const STRIDES: [u64; 5] = [1, 2, 4, 8, 16];
 /// A probed counter's breakpoint stays once the recorded value is less
 /// than this much running away: a quarter of it is the shortest slice,
 /// which a stop (the watchdog's nap, to some microseconds, and a SIGSTOP)
@@ -100,10 +103,11 @@ enum Counter {
     /// register or a stack word), which holds the counter at the loop's pc
     /// only: each slice ends with the breakpoint back for one hit that
     /// reads it (`probing`; hits in other frames than the recorded one,
-    /// `frame`, its rsp, are passed). Slices are in wall time, sized by
-    /// the fastest `rate` (iterations a second) seen from one probe to the
-    /// next; `at` is when the counter was read last.
-    Probed { word: usize, frame: u64, probing: bool, at: Instant, rate: f64 },
+    /// `frame`, its rsp, are passed). A counter that goes `down` is kept
+    /// as its complement (`!value`), which goes up. Slices are in wall
+    /// time, sized by the fastest `rate` (counts a second) seen from one
+    /// probe to the next; `at` is when the counter was read last.
+    Probed { word: usize, down: bool, frame: u64, probing: bool, at: Instant, rate: f64 },
 }
 
 /// A loop counter: the stack word or register differed from the recorded
@@ -390,8 +394,8 @@ impl Session<'_> {
     fn probe(&mut self, words: Option<Vec<u64>>) {
         let Some(h) = self.hunt.as_mut() else { return };
         let Some(skip) = h.skip.as_mut() else { return };
-        let Counter::Probed { word, frame, rate, at, .. } = skip.counter else { return };
-        let Some(&value) = words.as_ref().and_then(|w| w.get(word)) else { return };
+        let Counter::Probed { word, down, frame, rate, at, .. } = skip.counter else { return };
+        let Some(value) = words.as_ref().and_then(|w| w.get(word)).map(|&v| oriented(v, down)) else { return };
         let now = Instant::now();
         let rate = rate.max(value.saturating_sub(skip.last) as f64 / now.duration_since(at).as_secs_f64().max(1e-9));
         let left = Duration::from_secs_f64(skip.target.saturating_sub(value) as f64 / rate.max(1.0));
@@ -399,7 +403,7 @@ impl Session<'_> {
         if value >= skip.last && value < skip.target && left >= CLOSE_WALL {
             skip.last = value;
             skip.slice = left / 4;
-            skip.counter = Counter::Probed { word, frame, probing: false, at: now, rate };
+            skip.counter = Counter::Probed { word, down, frame, probing: false, at: now, rate };
             // The thread runs on without the breakpoint; a thread that is
             // gone is the next stop's to report.
             let _ = self.watchpoints.apply(h.tid);
@@ -454,8 +458,8 @@ impl Hunt {
     /// [`MIN_SKIP`] ahead. A hunt skips once.
     fn counter(&mut self, d: &Mismatch, words: Option<&(Vec<u64>, Vec<u64>)>, rsp: u64) -> Option<Skip> {
         let found = self.stack_counter(d, rsp).or_else(|| words.and_then(|(recorded, here)| self.probed_counter(recorded, here, rsp)));
-        let (counter, target, here) = found?;
-        let far = target > here.saturating_add(MIN_SKIP);
+        let (counter, target, here, stride) = found?;
+        let far = target > here.saturating_add(MIN_SKIP.saturating_mul(stride));
         (far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
             counter,
             target,
@@ -467,23 +471,29 @@ impl Hunt {
 
     /// A stack word one further than at the latest hit that differed in
     /// that word alone, when this hit differed in it alone: the counter,
-    /// its recorded value and its value here.
-    fn stack_counter(&mut self, d: &Mismatch, rsp: u64) -> Option<(Counter, u64, u64)> {
+    /// its recorded value, its value here and its stride (1).
+    fn stack_counter(&mut self, d: &Mismatch, rsp: u64) -> Option<(Counter, u64, u64, u64)> {
         let [(offset, recorded, here)] = d.stack[..] else { return None };
         let previous = self.single.replace((offset, here));
         let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
-        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here))
+        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here, 1))
     }
 
     /// A state word of this hit in the recorded frame (`here`, with stack
-    /// pointer `frame`) one further than at the latest hit there, and
-    /// short of its recorded value (in `recorded`): the counter, its
-    /// recorded value and its value here.
-    fn probed_counter(&mut self, recorded: &[u64], here: &[u64], frame: u64) -> Option<(Counter, u64, u64)> {
+    /// pointer `frame`) that moved by one of [`STRIDES`] since the latest
+    /// hit there, towards its recorded value (in `recorded`), which is a
+    /// whole number of strides away: the counter, its recorded value and
+    /// its value here (complemented when it goes down), and its stride.
+    fn probed_counter(&mut self, recorded: &[u64], here: &[u64], frame: u64) -> Option<(Counter, u64, u64, u64)> {
         let previous = self.previous.replace(here.to_vec()).filter(|p| p.len() == here.len() && here.len() == recorded.len())?;
-        let word = (0..here.len()).find(|&k| here[k] == previous[k].wrapping_add(1) && here[k] < recorded[k])?;
-        let counter = Counter::Probed { word, frame, probing: false, at: Instant::now(), rate: 0.0 };
-        Some((counter, recorded[word], here[word]))
+        let counts = |k: usize, down: bool| {
+            let (from, to, target) = (oriented(previous[k], down), oriented(here[k], down), oriented(recorded[k], down));
+            let stride = to.wrapping_sub(from);
+            (STRIDES.contains(&stride) && to < target && (target - to) % stride == 0).then_some((k, down, stride))
+        };
+        let (word, down, stride) = (0..here.len()).find_map(|k| counts(k, false).or_else(|| counts(k, true)))?;
+        let counter = Counter::Probed { word, down, frame, probing: false, at: Instant::now(), rate: 0.0 };
+        Some((counter, oriented(recorded[word], down), oriented(here[word], down), stride))
     }
 }
 
@@ -525,6 +535,11 @@ impl Mismatch {
         let unreadable = self.unreadable.then(|| "stack (unreadable)".to_string());
         self.registers.iter().cloned().chain(words).chain(unreadable).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// `value` as a counter that goes up: complemented when it goes `down`.
+fn oriented(value: u64, down: bool) -> u64 {
+    if down { !value } else { value }
 }
 
 /// A hit's state as 8-byte words: the general registers that may hold a
@@ -621,7 +636,8 @@ mod tests {
             stack[0x18..0x20].copy_from_slice(&spilled.to_le_bytes());
             let words = (recorded.clone(), state_words(&tracee::regs_words(&now), &stack));
             h.counter(&differs, Some(&words), now.rsp).and_then(|s| match s.counter {
-                Counter::Probed { word, frame: 0x7ffe0000, probing: false, .. } => Some((word, s.target, s.last)),
+                Counter::Probed { word, down: false, frame: 0x7ffe0000, probing: false, .. } => Some((word, s.target, s.last)),
+                Counter::Probed { word, down: true, frame: 0x7ffe0000, probing: false, .. } => Some((word, !s.target, !s.last)),
                 _ => None,
             })
         };
@@ -639,6 +655,18 @@ mod tests {
         let mut h = hunt();
         assert_eq!(hit(&mut h, 9_000_002, 0, 0), None);
         assert_eq!(hit(&mut h, 9_000_003, 0, 0), None, "past the recorded count");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 5, 0, 9_000_000), None);
+        assert_eq!(hit(&mut h, 5, 0, 8_999_999), Some((REGISTER_WORDS + 3, 7_000_000, 8_999_999)), "counting down");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 8, 0, 0), None);
+        assert_eq!(hit(&mut h, 16, 0, 0), Some((11, 9_000_000, 16)), "a pointer to 8-byte elements");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 3, 0, 0), None);
+        assert_eq!(hit(&mut h, 11, 0, 0), None, "not a whole number of strides from the recorded value");
+        let mut h = hunt();
+        assert_eq!(hit(&mut h, 8_000_000, 0, 0), None);
+        assert_eq!(hit(&mut h, 8_000_016, 0, 0), None, "fewer than MIN_SKIP strides from the recorded value");
     }
 
     fn hunt() -> Hunt {
