@@ -13,16 +13,20 @@
 
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 use weft_record::Tid;
 
 /// Watches the replay's progress and the thread the replayer waits for.
 pub struct Watchdog {
-    /// What the watchdog knows, and the condition variable that wakes its
-    /// thread from a nap when a wall-time slice starts.
-    clock: Arc<(Mutex<Clock>, Condvar)>,
+    clock: Arc<Mutex<Clock>>,
+    /// The wall-time slice under way, which the watchdog thread ends
+    /// without the clock's lock.
+    wall: Arc<WallSlice>,
+    /// The watchdog thread: unparked when a wall-time slice starts, so
+    /// that its end does not wait for the nap under way.
+    thread: std::thread::Thread,
     fired: Arc<AtomicBool>,
     limit: Duration,
 }
@@ -50,10 +54,65 @@ struct Clock {
     /// Times the limit started again since the last progress, for a
     /// thread that computes ([`Watchdog::computing`]).
     extended: u32,
-    /// Wall-time slices armed so far: the watchdog thread naps only while
-    /// this is what it last saw (a slice armed between two of its naps
-    /// would otherwise wait for the next).
-    wall_slices: u64,
+}
+
+/// A wall-time slice ([`Slice::wall`]), kept in atomics: the watchdog
+/// thread ends it without taking the clock's lock, which the replayer may
+/// hold when the scheduler takes its CPU (a busy machine: the replayer
+/// shares its core with the replayed thread), and a slice's end would
+/// wait for the replayer's next turn, some milliseconds.
+#[derive(Debug)]
+struct WallSlice {
+    /// The watchdog's start: `deadline` counts from it.
+    epoch: Instant,
+    /// When the slice ends, in nanoseconds from `epoch` (0: none).
+    deadline: AtomicU64,
+    /// The thread it runs.
+    tid: AtomicI32,
+    /// The thread the watchdog stopped at a slice's end, until the
+    /// replayer sees the stop (0: none).
+    stopped: AtomicI32,
+}
+
+impl WallSlice {
+    fn new() -> Self {
+        WallSlice { epoch: Instant::now(), deadline: AtomicU64::new(0), tid: AtomicI32::new(0), stopped: AtomicI32::new(0) }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
+    }
+
+    fn arm(&self, tid: Pid, length: Duration) {
+        self.tid.store(tid.as_raw(), Ordering::SeqCst);
+        let length = u64::try_from(length.as_nanos()).unwrap_or(u64::MAX);
+        self.deadline.store(self.now().saturating_add(length), Ordering::SeqCst);
+    }
+
+    fn disarm(&self) {
+        self.deadline.store(0, Ordering::SeqCst);
+    }
+
+    /// What is left of the slice under way (`None`: none); one that is
+    /// over is ended here: its thread is stopped.
+    fn look(&self) -> Option<Duration> {
+        let deadline = self.deadline.load(Ordering::SeqCst);
+        let now = self.now();
+        if deadline == 0 || deadline > now {
+            return (deadline != 0).then(|| Duration::from_nanos(deadline - now));
+        }
+        if self.deadline.compare_exchange(deadline, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            let tid = self.tid.load(Ordering::SeqCst);
+            self.stopped.store(tid, Ordering::SeqCst);
+            stop(Pid::from_raw(tid));
+        }
+        None
+    }
+
+    /// Whether the watchdog stopped `tid` at a slice's end; taken if so.
+    fn stopped(&self, tid: Pid) -> bool {
+        self.stopped.compare_exchange(tid.as_raw(), 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
 }
 
 impl Clock {
@@ -98,7 +157,7 @@ const EXTENSIONS: u32 = 3;
 pub struct Slice {
     since: Instant,
     length: Duration,
-    /// Counted in wall time from `since`.
+    /// Counted in wall time ([`WallSlice`]).
     wall: bool,
     /// The thread's CPU time at the watchdog's first look (`None`:
     /// unreadable), and the wall time from the slice's start to that look.
@@ -111,22 +170,15 @@ impl Slice {
         Slice { since: Instant::now(), length, wall: false, base: None }
     }
 
-    /// A slice of `length` of wall time from now, to a few tens of
-    /// microseconds (the watchdog naps for what is left of it).
+    /// A slice of `length` of wall time from when the replayer arms it,
+    /// ended to some tens of microseconds ([`WallSlice`]).
     pub fn wall(length: Duration) -> Self {
         Slice { wall: true, ..Slice::cpu(length) }
     }
 
-    /// The same slice, `factor` times as long.
-    pub fn scaled(self, factor: u32) -> Self {
-        Slice { length: self.length * factor, ..self }
-    }
-
-    /// What is left of it for thread `tid` (zero once it is over).
+    /// What is left of a CPU-time slice for thread `tid` (zero once it is
+    /// over).
     fn left(&mut self, tid: Pid) -> Duration {
-        if self.wall {
-            return self.length.saturating_sub(self.since.elapsed());
-        }
         let now = cpu_time(tid);
         let since = self.since;
         let (cpu, before) = *self.base.get_or_insert_with(|| (now, since.elapsed()));
@@ -136,15 +188,12 @@ impl Slice {
         };
         self.length.saturating_sub(ran)
     }
-
-    /// The shortest nap that lets the watchdog end it on time.
-    fn resolution(&self) -> Duration {
-        if self.wall { WALL_RESOLUTION } else { Duration::from_millis(1) }
-    }
 }
 
 /// The shortest nap of the watchdog while a wall-time slice lasts.
 const WALL_RESOLUTION: Duration = Duration::from_micros(20);
+/// The shortest nap of the watchdog while CPU-time slices last.
+const CPU_RESOLUTION: Duration = Duration::from_millis(1);
 
 /// How long thread `tid` has run on a CPU: the first field of
 /// /proc/TID/schedstat (nanoseconds; the kernel's docs,
@@ -160,49 +209,61 @@ const TICK: Duration = Duration::from_millis(50);
 impl Watchdog {
     /// Starts the watchdog thread with a limit of `limit` without progress.
     pub fn start(limit: Duration) -> Self {
-        let clock: Arc<(Mutex<Clock>, Condvar)> = Arc::default();
+        let clock: Arc<Mutex<Clock>> = Arc::default();
+        let wall = Arc::new(WallSlice::new());
         let fired = Arc::new(AtomicBool::new(false));
-        let (c, f) = (Arc::downgrade(&clock), fired.clone());
-        let (mut nap, mut short, mut seen) = (TICK.min(limit), 0u32, 0u64);
-        std::thread::spawn(move || {
+        let (c, w, f) = (Arc::downgrade(&clock), Arc::downgrade(&wall), fired.clone());
+        let (mut nap, mut short) = (TICK.min(limit), 0u32);
+        let watchdog = std::thread::spawn(move || {
             // Naps end within a microsecond of their time, not the
             // default 50 (prctl(2), PR_SET_TIMERSLACK): a wall-time slice's
             // overrun is the replayed thread's.
             // SAFETY: prctl with integer arguments, on this thread only.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000, 0, 0, 0) };
             off_the_replay_cpu();
+            before_other_programs();
             loop {
-            let Some(clock) = c.upgrade() else { return };
-            let guard = clock.0.lock().unwrap_or_else(|e| e.into_inner());
-            let (mut guard, _) = clock.1.wait_timeout_while(guard, nap, |c| c.wall_slices == seen).unwrap_or_else(|e| e.into_inner());
-            seen = guard.wall_slices;
-            // Short slices (a signal search skipping hits, one after the
-            // other) end on time: the watchdog looks every millisecond
-            // while they last, and for 100 looks after the latest.
-            short = match guard.slice {
-                Some(s) if s.length < TICK => 100,
-                Some(_) => 0,
-                None => short.saturating_sub(1),
-            };
-            let armed = guard.armed;
-            let left = guard.slice.as_mut().zip(armed).map(|(s, tid)| s.left(tid));
-            let resolution = guard.slice.map_or(Duration::from_millis(1), |s| s.resolution());
-            nap = if short > 0 { left.unwrap_or(Duration::ZERO).clamp(resolution, TICK) } else { TICK }.min(limit);
-            if let Some(tid) = guard.armed {
-                if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
-                    stop(tid);
-                } else if left == Some(Duration::ZERO) && guard.sliced.is_none() {
-                    guard.sliced = Some(tid);
-                    stop(tid);
+                std::thread::park_timeout(nap);
+                let (Some(clock), Some(wall)) = (c.upgrade(), w.upgrade()) else { return };
+                let wall_left = wall.look().map(|left| left.max(WALL_RESOLUTION));
+                let mut guard = match clock.try_lock() {
+                    Ok(guard) => guard,
+                    Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                    // The replayer holds it: look again soon.
+                    Err(TryLockError::WouldBlock) => {
+                        nap = wall_left.unwrap_or(CPU_RESOLUTION).min(CPU_RESOLUTION);
+                        continue;
+                    }
+                };
+                // Short slices (a signal search skipping hits, one after
+                // the other) end on time: the watchdog looks every
+                // millisecond while they last, and for 100 looks after the
+                // latest.
+                short = match (guard.slice, wall_left) {
+                    (Some(s), _) if s.length < TICK => 100,
+                    (None, Some(_)) => 100,
+                    (Some(_), _) => 0,
+                    (None, None) => short.saturating_sub(1),
+                };
+                let armed = guard.armed;
+                let left = guard.slice.as_mut().zip(armed).map(|(s, tid)| s.left(tid));
+                nap = if short > 0 { left.unwrap_or(Duration::ZERO).clamp(CPU_RESOLUTION, TICK) } else { TICK }.min(limit);
+                nap = wall_left.map_or(nap, |w| w.min(nap));
+                if let Some(tid) = guard.armed {
+                    if guard.idle() >= limit && !f.swap(true, Ordering::SeqCst) {
+                        stop(tid);
+                    } else if left == Some(Duration::ZERO) && guard.sliced.is_none() {
+                        guard.sliced = Some(tid);
+                        stop(tid);
+                    }
                 }
             }
-            }
         });
-        Self { clock, fired, limit }
+        Self { clock, wall, thread: watchdog.thread().clone(), fired, limit }
     }
 
     fn clock(&self) -> std::sync::MutexGuard<'_, Clock> {
-        self.clock.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.clock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The replay loop runs (again): its time counts from now.
@@ -245,11 +306,12 @@ impl Watchdog {
     pub fn arm(&self, tid: Pid, slice: Option<Slice>) {
         let mut c = self.clock();
         c.armed = Some(tid);
-        c.slice = slice;
-        if slice.is_some_and(|s| s.wall) {
+        c.slice = slice.filter(|s| !s.wall);
+        drop(c);
+        if let Some(s) = slice.filter(|s| s.wall) {
+            self.wall.arm(tid, s.length);
             // Its end is not to wait for the nap under way.
-            c.wall_slices += 1;
-            self.clock.1.notify_one();
+            self.thread.unpark();
         }
     }
 
@@ -261,11 +323,12 @@ impl Watchdog {
         if mine {
             c.sliced = None;
         }
-        mine
+        mine || self.wall.stopped(tid)
     }
 
     /// The wait is over. True if the watchdog stopped the thread.
     pub fn disarm(&self) -> bool {
+        self.wall.disarm();
         let mut c = self.clock();
         c.armed = None;
         c.slice = None;
@@ -324,6 +387,20 @@ fn off_the_replay_cpu() {
             libc::sched_setaffinity(0, size, &others);
         }
     }
+}
+
+/// Puts the calling thread in the real-time class (sched(7), SCHED_FIFO at
+/// the lowest priority) when the user may (root, or an RLIMIT_RTPRIO):
+/// on a machine busy with other programs a woken watchdog otherwise waits
+/// for a CPU, some milliseconds, while the replayed thread runs on past
+/// its slice (a signal search's slice, measured 10 to 20 ms late with two
+/// busy loops beside the replay). The thread sleeps but for a few
+/// microseconds at each look.
+fn before_other_programs() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sets the calling thread's policy from a valid parameter;
+    // refused (EPERM) without the privilege, which changes nothing.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
 }
 
 /// Sends SIGSTOP to the one thread `tid` (tkill(2) targets a thread; the

@@ -105,11 +105,14 @@ impl Session<'_> {
                 Over::Ran(_) | Over::Nothing => {
                     self.arm_spin_watch(i)?;
                     let turn = self.state.turn_slice.at(self.state.pos);
+                    // A signal search's slice is sized to its counter, not
+                    // lengthened for a thread that computes.
                     let slice = self.skip_slice(i).or_else(|| {
                         let spin_check = self.spin_check_due(i).then_some(super::PARK_AFTER);
-                        (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check).map(Slice::cpu)
+                        let turn = (self.parkable(i) || self.may_spin_aside(i)).then_some(turn).or(spin_check);
+                        turn.map(|d| Slice::cpu(d * (1 << computed)))
                     });
-                    self.watchdog.arm(tid, slice.map(|s| s.scaled(1 << computed)));
+                    self.watchdog.arm(tid, slice);
                     if sysemu {
                         self.state.threads[i].exit_due = false;
                         ptrace::sysemu(tid, None)?;

@@ -45,7 +45,7 @@ use super::{At, Session};
 use anyhow::Result;
 use crate::watchdog::cpu_time;
 use crate::watchdog::Slice;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use weft_record::event::{signal_name, HitState, Signal};
@@ -74,6 +74,15 @@ const SEARCH_SHARE: u32 = 9;
 /// loop counter is known, to measure the loop's rate: at most some
 /// millions of iterations, fewer than [`MIN_SKIP`].
 const FIRST_SLICE: Duration = Duration::from_millis(1);
+/// The least CPU time over which a probed counter's rate is measured: a
+/// shorter run (the thread waited for its core, or ran a few iterations
+/// between two stops, whose own cost the kernel counts in its CPU time)
+/// says little of the loop's rate, and a rate measured too low would size
+/// a slice that runs past the count.
+const MEASURED: Duration = Duration::from_micros(500);
+/// The probed counters that stopped counting after which a hunt still
+/// looks for another.
+const MAX_FAILED: usize = 3;
 /// The steps by which a probed counter may move from one iteration to the
 /// next: a count, or a pointer to elements of up to 16 bytes.
 const STRIDES: [u64; 5] = [1, 2, 4, 8, 16];
@@ -105,9 +114,16 @@ enum Counter {
     /// reads it (`probing`; hits in other frames than the recorded one,
     /// `frame`, its rsp, are passed). A counter that goes `down` is kept
     /// as its complement (`!value`), which goes up. Slices are in wall
-    /// time, sized by the fastest `rate` (counts a second) seen from one
-    /// probe to the next; `at` is when the counter was read last.
-    Probed { word: usize, down: bool, frame: u64, probing: bool, at: Instant, rate: f64 },
+    /// time, sized by the fastest `rate` (counts a second of the thread's
+    /// CPU time) measured over [`MEASURED`] or more; `at` is the thread's
+    /// CPU time when the current measure began, and `base` the counter's
+    /// value then. The thread is stopped at a
+    /// probe, so its CPU time is exact there (/proc/TID/schedstat is
+    /// updated as a thread leaves its CPU, else at the scheduler's tick);
+    /// a CPU-time rate holds on a machine where other programs share the
+    /// thread's core, and a wall-time slice of that length runs the thread
+    /// for at most as much CPU time, so no slice runs past the count.
+    Probed { word: usize, down: bool, frame: u64, probing: bool, at: Duration, base: u64, rate: f64 },
 }
 
 /// A loop counter: the stack word or register differed from the recorded
@@ -160,13 +176,16 @@ pub(super) struct Hunt {
     /// The latest hit that differed only in one stack word: the word's
     /// offset from rsp and its value there.
     single: Option<(usize, u64)>,
-    /// The state words of the latest hit in the recorded frame (rsp as
-    /// recorded), while the hunt may still find a counter there.
-    previous: Option<Vec<u64>>,
+    /// How each state word moved over the hits in the recorded frame (rsp
+    /// as recorded), while the hunt may still find a counter.
+    previous: Option<Vec<Track>>,
     /// Set while the thread runs without the breakpoint.
     skip: Option<Skip>,
-    /// A skip took place: the hunt skips once, then searches hit by hit.
+    /// A skip took place: the hunt skips once, then searches hit by hit
+    /// (unless its probed counter stopped counting).
     skipped: bool,
+    /// The state words that were probed as counters and stopped counting.
+    failed: Vec<usize>,
     /// The counter passed its recorded value while skipping: the recorded
     /// state cannot come, and the search ends at the next hit.
     passed: bool,
@@ -206,7 +225,7 @@ impl Session<'_> {
         let tid = self.state.threads[i].tid;
         let label = self.trace.events[self.state.pos].label;
         self.watchpoints.apply_with_breakpoint(tid, slot, label)?;
-        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, passed: false });
+        self.hunt = Some(Hunt { tid, event: self.state.pos, slot, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, failed: Vec::new(), passed: false });
         Ok(())
     }
 
@@ -303,12 +322,13 @@ impl Session<'_> {
         h.found = Some(matched);
         if !matched {
             let signo = self.async_signal_due(i).map_or(0, |s| s.signo);
-            let (hits, (nearest, differing)) = self.hunt.as_ref().map_or_else(Default::default, |h| (h.hits, h.closest.clone().unwrap_or_default()));
+            let (hits, passed, (nearest, differing)) =
+                self.hunt.as_ref().map_or_else(Default::default, |h| (h.hits, h.passed, h.closest.clone().unwrap_or_default()));
+            let why = if passed { "passed: its loop counter ran past the recorded value".to_string() } else { format!("not found in {} s", self.search_limit().as_secs()) };
             eprintln!(
-                "weft: warning: event {}: the state {} hit in the recording was not found in {} s ({hits} hits; the closest, hit {nearest}, differed in {}); delivered at a hit",
+                "weft: warning: event {}: the state {} hit in the recording was {why} ({hits} hits; the closest, hit {nearest}, differed in {}); delivered at a hit",
                 self.state.pos,
                 signal_name(signo),
-                self.search_limit().as_secs(),
                 differing.describe(),
             );
         }
@@ -390,27 +410,42 @@ impl Session<'_> {
     /// [`CLOSE_WALL`] of running away, the thread runs on without the
     /// breakpoint for a quarter of that; else the skip ends and the
     /// breakpoint stays (the search ends at the next hit when the counter
-    /// passed its recorded value).
+    /// counted past its recorded value).
     fn probe(&mut self, words: Option<Vec<u64>>) {
         let Some(h) = self.hunt.as_mut() else { return };
         let Some(skip) = h.skip.as_mut() else { return };
-        let Counter::Probed { word, down, frame, rate, at, .. } = skip.counter else { return };
+        let Counter::Probed { word, down, frame, at, base, rate, .. } = skip.counter else { return };
         let Some(value) = words.as_ref().and_then(|w| w.get(word)).map(|&v| oriented(v, down)) else { return };
-        let now = Instant::now();
-        let rate = rate.max(value.saturating_sub(skip.last) as f64 / now.duration_since(at).as_secs_f64().max(1e-9));
-        let left = Duration::from_secs_f64(skip.target.saturating_sub(value) as f64 / rate.max(1.0));
-        tracing::trace!(value, ?left, rate, since = ?now.duration_since(at), "counter probed");
+        // Zero when unreadable: the rate then seems boundless, and the
+        // breakpoint stays (slower, never past the count).
+        let now = cpu_time(h.tid).unwrap_or_default();
+        let ran = now.saturating_sub(at);
+        let measured = ran >= MEASURED;
+        let rate = if measured { rate.max(value.saturating_sub(base) as f64 / ran.as_secs_f64()) } else { rate };
+        let (at, base) = if measured { (now, value) } else { (at, base) };
+        // No rate yet: another first slice.
+        let left = if rate > 0.0 { Duration::try_from_secs_f64(skip.target.saturating_sub(value) as f64 / rate).unwrap_or(Duration::MAX) } else { Duration::MAX };
+        tracing::trace!(value, ?left, rate, ?ran, "counter probed");
         if value >= skip.last && value < skip.target && left >= CLOSE_WALL {
             skip.last = value;
-            skip.slice = left / 4;
-            skip.counter = Counter::Probed { word, down, frame, probing: false, at: now, rate };
+            skip.slice = if rate > 0.0 { left / 4 } else { FIRST_SLICE };
+            skip.counter = Counter::Probed { word, down, frame, probing: false, at, base, rate };
             // The thread runs on without the breakpoint; a thread that is
             // gone is the next stop's to report.
             let _ = self.watchpoints.apply(h.tid);
             return;
         }
         tracing::debug!(event = h.event, hits = h.hits, value, target = skip.target, "probed counter close");
-        h.passed = value >= skip.target;
+        if value < skip.last && h.failed.len() < MAX_FAILED {
+            // No counter after all (a word of a hash that moved steadily
+            // for a few hits): the hunt may find another.
+            h.failed.push(word);
+            h.skipped = false;
+        }
+        // At the recorded value the hit may still come (the pc runs more
+        // than once an iteration, or the counter is an outer loop's); a
+        // value that no longer counts says nothing.
+        h.passed = value >= skip.last && value > skip.target;
         h.skip = None;
     }
 
@@ -458,8 +493,8 @@ impl Hunt {
     /// [`MIN_SKIP`] ahead. A hunt skips once.
     fn counter(&mut self, d: &Mismatch, words: Option<&(Vec<u64>, Vec<u64>)>, rsp: u64) -> Option<Skip> {
         let found = self.stack_counter(d, rsp).or_else(|| words.and_then(|(recorded, here)| self.probed_counter(recorded, here, rsp)));
-        let (counter, target, here, stride) = found?;
-        let far = target > here.saturating_add(MIN_SKIP.saturating_mul(stride));
+        let (counter, target, here, hits_left) = found?;
+        let far = hits_left > MIN_SKIP;
         (far && !std::mem::replace(&mut self.skipped, true)).then(|| Skip {
             counter,
             target,
@@ -471,32 +506,72 @@ impl Hunt {
 
     /// A stack word one further than at the latest hit that differed in
     /// that word alone, when this hit differed in it alone: the counter,
-    /// its recorded value, its value here and its stride (1).
+    /// its recorded value, its value here and the hits left (one an
+    /// iteration).
     fn stack_counter(&mut self, d: &Mismatch, rsp: u64) -> Option<(Counter, u64, u64, u64)> {
         let [(offset, recorded, here)] = d.stack[..] else { return None };
         let previous = self.single.replace((offset, here));
         let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
-        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here, 1))
+        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here, recorded.saturating_sub(here)))
     }
 
     /// A state word of this hit in the recorded frame (`here`, with stack
     /// pointer `frame`) that moved by one of [`STRIDES`] since the latest
-    /// hit there, towards its recorded value (in `recorded`), which is a
-    /// whole number of strides away: the counter, its recorded value and
-    /// its value here (complemented when it goes down), and its stride.
+    /// hit there, as it did when it last moved (a word that moves by one
+    /// now and then, a bit of a hash, is no counter), towards its recorded
+    /// value (in `recorded`), which is a whole number of strides away: the
+    /// counter, its recorded value and its value here (complemented when
+    /// it goes down), and about how many hits are left (strides to go
+    /// times the hits between its last two moves: an outer loop's counter
+    /// moves once an inner loop).
     fn probed_counter(&mut self, recorded: &[u64], here: &[u64], frame: u64) -> Option<(Counter, u64, u64, u64)> {
-        let previous = self.previous.replace(here.to_vec()).filter(|p| p.len() == here.len() && here.len() == recorded.len())?;
-        let counts = |k: usize, down: bool| {
-            let (from, to, target) = (oriented(previous[k], down), oriented(here[k], down), oriented(recorded[k], down));
-            let stride = to.wrapping_sub(from);
-            (STRIDES.contains(&stride) && to < target && (target - to) % stride == 0).then_some((k, down, stride))
+        let hit = self.hits;
+        let tracks = self.previous.take().filter(|t| t.len() == here.len() && here.len() == recorded.len());
+        let fresh = || here.iter().map(|&value| Track { value, moved: 0, at: hit, every: 0 }).collect();
+        let (tracks, before): (Vec<Track>, Option<Vec<Track>>) = match tracks {
+            Some(old) => (old.iter().zip(here).map(|(t, &value)| t.next(value, hit)).collect(), Some(old)),
+            None => (fresh(), None),
         };
-        let (word, down, stride) = (0..here.len()).find_map(|k| counts(k, false).or_else(|| counts(k, true)))?;
-        let counter = Counter::Probed { word, down, frame, probing: false, at: Instant::now(), rate: 0.0 };
-        Some((counter, oriented(recorded[word], down), oriented(here[word], down), stride))
+        self.previous = Some(tracks.clone());
+        let before = before?;
+        let counts = |k: usize, down: bool| {
+            let (now, old) = (&tracks[k], &before[k]);
+            let (to, target) = (oriented(here[k], down), oriented(recorded[k], down));
+            let stride = if down { now.moved.wrapping_neg() } else { now.moved };
+            let steady = now.at == hit && old.moved == now.moved && now.every > 0;
+            let whole = steady && STRIDES.contains(&stride) && to < target && (target - to) % stride == 0;
+            whole.then(|| (k, down, ((target - to) / stride).saturating_mul(now.every)))
+        };
+        let (word, down, hits_left) = (0..here.len()).filter(|k| !self.failed.contains(k)).find_map(|k| counts(k, false).or_else(|| counts(k, true)))?;
+        let at = cpu_time(self.tid).unwrap_or_default();
+        let counter = Counter::Probed { word, down, frame, probing: false, at, base: oriented(here[word], down), rate: 0.0 };
+        Some((counter, oriented(recorded[word], down), oriented(here[word], down), hits_left))
     }
 }
 
+/// How one state word moved over the hits of a hunt in the recorded frame.
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    /// Its value at the latest hit.
+    value: u64,
+    /// By how much (wrapping) it moved when it last moved (0: never seen).
+    moved: u64,
+    /// The hit at which it last moved (or was first seen).
+    at: u64,
+    /// Hits between its last two moves (0: not known).
+    every: u64,
+}
+
+impl Track {
+    /// The word's track once it is `value` at hit `hit`.
+    fn next(&self, value: u64, hit: u64) -> Track {
+        if value == self.value {
+            return Track { value, ..*self };
+        }
+        let seen = self.moved != 0;
+        Track { value, moved: value.wrapping_sub(self.value), at: hit, every: if seen { hit - self.at } else { 0 } }
+    }
+}
 /// Names of the registers in `user_regs_struct` order.
 const REG_NAMES: [&str; 27] = [
     "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi", "orig_rax", "rip", "cs",
@@ -622,7 +697,7 @@ mod tests {
     }
 
     #[test]
-    fn a_state_word_one_further_than_at_the_latest_hit_in_the_frame_is_a_counter() {
+    fn a_state_word_that_moves_steadily_towards_its_recorded_value_is_a_counter() {
         let mut recorded = regs();
         recorded.rcx = 9_000_000;
         let mut stack = vec![0u8; 512];
@@ -630,6 +705,7 @@ mod tests {
         let recorded = state_words(&tracee::regs_words(&recorded), &stack);
         let differs = Mismatch { registers: vec!["rcx".into(), "rax".into()], ..Default::default() };
         let hit = |h: &mut Hunt, rcx: u64, rax: u64, spilled: u64| {
+            h.hits += 1;
             let mut now = regs();
             (now.rcx, now.rax) = (rcx, rax);
             let mut stack = vec![0u8; 512];
@@ -643,34 +719,61 @@ mod tests {
         };
         let mut h = hunt();
         assert_eq!(hit(&mut h, 10, 0x1234, 0), None, "one hit is no count");
-        assert_eq!(hit(&mut h, 11, 0x5678, 0), Some((11, 9_000_000, 11)), "rcx counts, rax does not");
-        assert_eq!(hit(&mut h, 12, 0x4321, 0), None, "a hunt skips once");
+        assert_eq!(hit(&mut h, 11, 0x1235, 0), None, "one move is no count");
+        assert_eq!(hit(&mut h, 12, 0x5678, 0), Some((11, 9_000_000, 12)), "rcx counts, rax does not");
+        assert_eq!(hit(&mut h, 13, 0x4321, 0), None, "a hunt skips once");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 5, 0x1234, 40), None);
-        assert_eq!(hit(&mut h, 5, 0x5678, 40), None, "nothing counted since");
-        assert_eq!(hit(&mut h, 5, 0x9abc, 41), Some((REGISTER_WORDS + 3, 7_000_000, 41)), "a counter saved on the stack");
+        for (k, spilled) in [40, 40, 40, 41, 41, 41].into_iter().enumerate() {
+            assert_eq!(hit(&mut h, 5, k as u64, spilled), None);
+        }
+        assert_eq!(hit(&mut h, 5, 0x9abc, 42), Some((REGISTER_WORDS + 3, 7_000_000, 42)), "a counter saved on the stack, once in three hits");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 8_500_000, 0, 0), None);
-        assert_eq!(hit(&mut h, 8_500_001, 0, 0), None, "too close to the recorded count to skip");
+        for rcx in [8_500_000, 8_500_001] {
+            assert_eq!(hit(&mut h, rcx, 0, 0), None);
+        }
+        assert_eq!(hit(&mut h, 8_500_002, 0, 0), None, "too close to the recorded count to skip");
+        // An outer loop's counter, 1,000 short, moves once in 2,000 hits:
+        // some 2 million hits are left.
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 9_000_002, 0, 0), None);
-        assert_eq!(hit(&mut h, 9_000_003, 0, 0), None, "past the recorded count");
+        let outer = |k: u64| 6_999_000 + k / 2_000;
+        for k in 0..4_000 {
+            assert_eq!(hit(&mut h, 5, 0, outer(k)), None);
+        }
+        assert_eq!(hit(&mut h, 5, 0, outer(4_000)), Some((REGISTER_WORDS + 3, 7_000_000, 6_999_002)), "an outer loop's counter");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 5, 0, 9_000_000), None);
-        assert_eq!(hit(&mut h, 5, 0, 8_999_999), Some((REGISTER_WORDS + 3, 7_000_000, 8_999_999)), "counting down");
+        let outer = |k: u64| 6_999_900 + k / 2_000;
+        for k in 0..4_000 {
+            assert_eq!(hit(&mut h, 5, 0, outer(k)), None);
+        }
+        assert_eq!(hit(&mut h, 5, 0, outer(4_000)), None, "an outer loop's counter some 200,000 hits short");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 8, 0, 0), None);
-        assert_eq!(hit(&mut h, 16, 0, 0), Some((11, 9_000_000, 16)), "a pointer to 8-byte elements");
+        for rcx in [9_000_002, 9_000_003] {
+            assert_eq!(hit(&mut h, rcx, 0, 0), None);
+        }
+        assert_eq!(hit(&mut h, 9_000_004, 0, 0), None, "past the recorded count");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 3, 0, 0), None);
-        assert_eq!(hit(&mut h, 11, 0, 0), None, "not a whole number of strides from the recorded value");
+        for spilled in [9_000_000, 8_999_999] {
+            assert_eq!(hit(&mut h, 5, 0, spilled), None);
+        }
+        assert_eq!(hit(&mut h, 5, 0, 8_999_998), Some((REGISTER_WORDS + 3, 7_000_000, 8_999_998)), "counting down");
         let mut h = hunt();
-        assert_eq!(hit(&mut h, 8_000_000, 0, 0), None);
-        assert_eq!(hit(&mut h, 8_000_016, 0, 0), None, "fewer than MIN_SKIP strides from the recorded value");
+        for rcx in [8, 16] {
+            assert_eq!(hit(&mut h, rcx, 0, 0), None);
+        }
+        assert_eq!(hit(&mut h, 24, 0, 0), Some((11, 9_000_000, 24)), "a pointer to 8-byte elements");
+        let mut h = hunt();
+        for rcx in [3, 11] {
+            assert_eq!(hit(&mut h, rcx, 0, 0), None);
+        }
+        assert_eq!(hit(&mut h, 19, 0, 0), None, "not a whole number of strides from the recorded value");
+        let mut h = hunt();
+        for rcx in [3, 4, 3] {
+            assert_eq!(hit(&mut h, rcx, 0, 0), None, "one up, one down: no counter");
+        }
     }
 
     fn hunt() -> Hunt {
-        Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, passed: false }
+        Hunt { tid: Pid::from_raw(1), event: 0, slot: 0, hits: 0, found: None, closest: None, single: None, previous: None, skip: None, skipped: false, failed: Vec::new(), passed: false }
     }
 
     #[test]
