@@ -52,6 +52,31 @@ fn timer_signal_ends_a_loop_counting_outside_the_stack_at_the_recorded_iteration
     }
 }
 
+/// A thread's pthread_kill reaches a worker that counts in a register
+/// (tests/c/killworker.c): the signal is the worker's first logged event,
+/// and the killer's tgkill runs in the replay too, before the worker has
+/// run (one thread at a time), so the kernel has it pending at the
+/// worker's first instruction. The replay passes that delivery stop
+/// without the signal, searches for the recorded state, and sends it
+/// again there: each of 3 recordings replays valid in log order, printing
+/// the recorded count. Before, the signal was delivered at that first
+/// stop, and the worker printed a count of 0.
+#[test]
+fn a_signal_another_thread_sends_early_in_the_replay_waits_for_the_recorded_state() {
+    let prog = program("killworker");
+    for run in 0..3 {
+        let trace = trace_dir(&format!("killworker-{run}"));
+        let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
+        assert!(err(&rec).contains("weft: recorded"), "record failed: {}", err(&rec));
+        let out = String::from_utf8_lossy(&rec.stdout);
+        assert!(out.contains(" iterations, x = ") && !out.starts_with("0 "), "{run}: {out}");
+        let rep = replay(&trace, &["--no-explore"]);
+        assert!(err(&rep).contains("replay valid"), "{run}: {}", err(&rep));
+        assert!(!err(&rep).contains("delivered at a hit"), "{run}: {}", err(&rep));
+        assert_eq!(rep.stdout, rec.stdout, "{run}: the replay printed another count");
+    }
+}
+
 /// `openssl speed` forks two children that each count SHA-256 hashes of
 /// 16-byte buffers for a second, until SIGALRM; the replay is valid and
 /// the parent prints the recorded counts again. One buffer size keeps the

@@ -66,6 +66,15 @@ impl<'a> Session<'a> {
         if !(1..=libc::SIGRTMAX()).contains(&sig) {
             bail!("event {}: logged signal number {} is not a signal", self.state.pos, s.signo);
         }
+        // Sent by another thread (its tgkill ran in the replay too) before
+        // this one reached where the signal hit it in the recording (the
+        // replay runs one thread at a time): the delivery stop is passed
+        // without it, which drops it, and the search runs; the signal is
+        // sent again at the hit.
+        if at == At::Fault(sig) && found.is_none() && s.state.is_some() && self.watchpoints.free_slot().is_some() && !self.at_recorded_state(i, s) {
+            self.state.threads[i].at = At::Ready;
+            return Ok(None);
+        }
         let entry = match at {
             // Sent by the program itself (kill, tgkill, executed in the
             // replay too): a thread at its delivery stop matches it as usual.
