@@ -174,8 +174,8 @@ pub(super) struct Hunt {
     /// warning when none matches.
     closest: Option<(u64, Mismatch)>,
     /// The latest hit that differed only in one stack word: the word's
-    /// offset from rsp and its value there.
-    single: Option<(usize, u64)>,
+    /// offset from rsp, its value there, and the hit's number.
+    single: Option<(usize, u64, u64)>,
     /// How each state word moved over the hits in the recorded frame (rsp
     /// as recorded), while the hunt may still find a counter.
     previous: Option<Vec<Track>>,
@@ -514,13 +514,15 @@ impl Hunt {
 
     /// A stack word one further than at the latest hit that differed in
     /// that word alone, when this hit differed in it alone: the counter,
-    /// its recorded value, its value here and the hits left (one an
-    /// iteration).
+    /// its recorded value, its value here and the hits left (iterations to
+    /// go times the hits since that latest one: the pc may run many times
+    /// an iteration).
     fn stack_counter(&mut self, d: &Mismatch, rsp: u64) -> Option<(Counter, u64, u64, u64)> {
         let [(offset, recorded, here)] = d.stack[..] else { return None };
-        let previous = self.single.replace((offset, here));
-        let counts = d.registers.is_empty() && previous == Some((offset, here.wrapping_sub(1)));
-        counts.then_some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here, recorded.saturating_sub(here)))
+        let previous = self.single.replace((offset, here, self.hits));
+        let every = previous.filter(|&(o, v, _)| d.registers.is_empty() && o == offset && v == here.wrapping_sub(1)).map(|(_, _, hit)| self.hits - hit)?;
+        let hits_left = recorded.saturating_sub(here).saturating_mul(every);
+        Some((Counter::Stack { addr: rsp + offset as u64, watching: false }, recorded, here, hits_left))
     }
 
     /// A state word of this hit in the recorded frame (`here`, with stack
@@ -698,10 +700,16 @@ mod tests {
         let mut h = Hunt { skipped: false, single: None, ..h };
         let two_words = Mismatch { stack: vec![(0xb0, 5_000_000, 7), (0xb8, 1, 2)], ..Default::default() };
         assert_eq!(hit(&mut h, counting(6)), None);
-        assert_eq!(hit(&mut h, two_words), None, "another word differs too");
-        assert_eq!(h.single, Some((0xb0, 6)), "a hit that differs more is another call's");
+        assert_eq!(hit(&mut h, two_words.clone()), None, "another word differs too");
+        assert_eq!(h.single, Some((0xb0, 6, 5)), "a hit that differs more is another call's");
         assert_eq!(hit(&mut h, counting(4_500_000)), None);
         assert_eq!(hit(&mut h, counting(4_500_001)), None, "too close to the recorded count to skip");
+        let mut h = Hunt { skipped: false, single: None, ..h };
+        assert_eq!(hit(&mut h, counting(4_700_000)), None);
+        for _ in 0..4 {
+            assert_eq!(hit(&mut h, two_words.clone()), None);
+        }
+        assert_eq!(hit(&mut h, counting(4_700_001)), Some((at(0x7ffe00b0), 5_000_000, 4_700_001)), "five hits an iteration: some 1.5 million hits left");
     }
 
     #[test]
