@@ -67,11 +67,13 @@ impl<'a> Session<'a> {
             bail!("event {}: logged signal number {} is not a signal", self.state.pos, s.signo);
         }
         // Sent by another thread (its tgkill ran in the replay too) before
-        // this one reached where the signal hit it in the recording (the
+        // this one reached the pc the signal hit in the recording (the
         // replay runs one thread at a time): the delivery stop is passed
         // without it, which drops it, and the search runs; the signal is
-        // sent again at the hit.
-        if at == At::Fault(sig) && found.is_none() && s.state.is_some() && self.watchpoints.free_slot().is_some() && !self.at_recorded_state(i, s) {
+        // sent again at the hit. At that pc (a raise returning) it is
+        // delivered here, as usual.
+        let early = self.state.threads[i].regs.rip != label;
+        if at == At::Fault(sig) && early && found.is_none() && s.state.is_some() && self.watchpoints.free_slot().is_some() {
             self.state.threads[i].at = At::Ready;
             return Ok(None);
         }

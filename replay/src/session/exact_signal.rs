@@ -201,14 +201,6 @@ impl Session<'_> {
         s.state.is_some() && before && self.watchpoints.free_slot().is_some() && self.hunt_found(i).is_none()
     }
 
-    /// Whether thread `i` stands in the state signal `s` hit in the
-    /// recording (registers and stack as compared at a hit).
-    pub(super) fn at_recorded_state(&self, i: usize, s: &Signal) -> bool {
-        let Some(recorded) = s.state.as_ref() else { return false };
-        let regs = self.state.threads[i].regs;
-        differences(recorded, &regs, || self.mem(i).read(regs.rsp, recorded.stack.len()).ok()).is_none()
-    }
-
     /// How the search for the log's next event in thread `i` ended at a
     /// breakpoint hit: whether the state matched; `None` while it goes on.
     pub(super) fn hunt_found(&self, i: usize) -> Option<bool> {
