@@ -243,12 +243,16 @@ impl Watchdog {
             // overrun is the replayed thread's.
             // SAFETY: prctl with integer arguments, on this thread only.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000, 0, 0, 0) };
-            off_the_replay_cpu();
+            // Spinning on the replay's own CPU would keep the replayed
+            // thread from running.
+            let may_spin = off_the_replay_cpu();
             before_other_programs();
             loop {
                 std::thread::park_timeout(nap);
                 let (Some(clock), Some(wall)) = (c.upgrade(), w.upgrade()) else { return };
-                wall.spin();
+                if may_spin {
+                    wall.spin();
+                }
                 let wall_left = wall.look().map(|left| left.max(WALL_RESOLUTION));
                 let mut guard = match clock.try_lock() {
                     Ok(guard) => guard,
@@ -392,24 +396,22 @@ impl Watchdog {
 /// replay's, which it inherited), when another is online: woken on the
 /// CPU where the replayed thread computes, the watchdog would wait for
 /// the scheduler to preempt it, up to a few milliseconds, and a short
-/// slice would end that much late.
-fn off_the_replay_cpu() {
+/// slice would end that much late. True when it moved.
+fn off_the_replay_cpu() -> bool {
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: cpu_set_t is a plain bit set; the calls read and write the
     // sets given, of their size, for the calling thread only.
     unsafe {
         let mut pinned: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, size, &mut pinned) != 0 || libc::CPU_COUNT(&pinned) != 1 {
-            return;
+            return false;
         }
         let mut others: libc::cpu_set_t = std::mem::zeroed();
         let online = usize::try_from(libc::sysconf(libc::_SC_NPROCESSORS_ONLN)).unwrap_or(0);
         for cpu in (0..online.min(libc::CPU_SETSIZE as usize)).filter(|&c| !libc::CPU_ISSET(c, &pinned)) {
             libc::CPU_SET(cpu, &mut others);
         }
-        if libc::CPU_COUNT(&others) > 0 {
-            libc::sched_setaffinity(0, size, &others);
-        }
+        libc::CPU_COUNT(&others) > 0 && libc::sched_setaffinity(0, size, &others) == 0
     }
 }
 
