@@ -96,7 +96,8 @@ const CLOSE_WALL: Duration = Duration::from_micros(300);
 /// a slice may run a little longer than asked (the watchdog looks every
 /// millisecond, and its stop takes effect at the thread's next tick).
 const CLOSE: Duration = Duration::from_millis(20);
-/// The fewest iterations left for which the thread runs without the
+/// The fewest hits left (counted from the counter: steps to go times the
+/// hits between two steps) for which the thread runs without the
 /// breakpoint: below, the hits cost less than half a minute (some 30 us of
 /// ptrace stops each), and a first slice would risk passing the count.
 const MIN_SKIP: u64 = 1_000_000;
