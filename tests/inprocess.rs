@@ -552,13 +552,15 @@ fn cpp_condition_variable_replays_at_the_first_attempt() {
 /// one: 6 of 8 (12 of 12), the other two after a search of 10 and 16
 /// replays (a latch's arrivals at start, which the log does not hold).
 /// That search fails now and then (2 recordings of 30 on 2026-11-28, "no
-/// schedule found" in 24 replays, with this build and the one before).
-/// Three recordings: at least two valid, at least one in log order.
+/// schedule found" in 24 replays, with this build and the one before; 2
+/// of 3 in one clean-clone CI run late that day, while 15 runs of the
+/// test alone right after all passed). Five recordings: at least three
+/// valid, at least one in log order.
 #[test]
 fn cpp20_atomic_waits_replay_in_log_order() {
     let prog = build("g++", &["-std=c++20", "-O2", "-g", "-pthread"], "tests/cpp/atomic_wait.cpp", "cpp-atomic_wait");
     let (mut in_log_order, mut valid) = (0, 0);
-    for n in 0..3 {
+    for n in 0..5 {
         let name = format!("atomic_wait-{n}");
         let trace = trace_dir(&name);
         let rec = record(&trace, &[prog.to_str().unwrap()], Stdio::null());
@@ -572,7 +574,7 @@ fn cpp20_atomic_waits_replay_in_log_order() {
         assert_replays_as_recorded(&name, &rec, &rep);
         valid += 1;
     }
-    assert!(in_log_order >= 1 && valid >= 2, "{valid} recordings of 3 valid, {in_log_order} in log order");
+    assert!(in_log_order >= 1 && valid >= 3, "{valid} recordings of 5 valid, {in_log_order} in log order");
 }
 
 /// A racy publication (tests/c/racy_publish.c): main sets a flag with a
