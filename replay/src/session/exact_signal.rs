@@ -293,12 +293,13 @@ impl Session<'_> {
     /// replay has gone [`Session::search_limit`] without progress.
     fn hunt_hit(&mut self, i: usize, regs: Regs) -> bool {
         let Some(recorded) = self.async_signal_due(i).and_then(|s| s.state.as_ref()) else { return false };
-        let differing = differences(recorded, &regs, || self.mem(i).read(regs.rsp, recorded.stack.len()).ok());
         let counting = self.hunt.as_ref().is_some_and(|h| !h.skipped || h.skip.is_some());
         let in_frame = counting && recorded.regs.get(RSP) == Some(&regs.rsp);
-        let words = in_frame.then(|| self.mem(i).read(regs.rsp, recorded.stack.len()).ok()).flatten().map(|stack| {
-            (state_words(&recorded.regs, &recorded.stack), state_words(&tracee::regs_words(&regs), &stack))
-        });
+        // One read of the stack serves the comparison and the counter.
+        let read = || self.mem(i).read(regs.rsp, recorded.stack.len()).ok();
+        let stack = in_frame.then(read).flatten();
+        let differing = differences(recorded, &regs, || stack.clone().or_else(read));
+        let words = stack.map(|stack| (state_words(&recorded.regs, &recorded.stack), state_words(&tracee::regs_words(&regs), &stack)));
         let matched = differing.is_none();
         let expired = self.watchdog.idle() >= self.search_limit();
         let Some(h) = self.hunt.as_mut() else { return false };
