@@ -506,7 +506,7 @@ impl Search<'_> {
         let report = self.replayer.replay(&opts)?;
         self.resumed += usize::from(report.resumed_at.is_some());
         tracing::debug!(attempt = self.attempts, ?choices, resumed_at = report.resumed_at, reached = reached(&report.outcome), outcome = ?report.outcome, "replayed");
-        self.echo_from = self.echo_from.max(reached(&report.outcome));
+        self.echo_from = self.echo_from.max(report.echoed_before);
         Ok(report)
     }
 }

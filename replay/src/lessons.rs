@@ -52,6 +52,17 @@ pub struct Lessons {
     /// recorded order, with the diverging point's threads timed otherwise.
     /// Scheduler, `learn_run_on`.
     pub run_on_after: BTreeSet<usize>,
+    /// Every thread runs on after each of its events, to its next
+    /// scheduling point, as on cores of its own: learned when a run-on
+    /// lesson for one event got a replay no further, or when a replay
+    /// that acted on run-on lessons diverges that way again. Threads that
+    /// take work from a shared atomic counter between their events (a
+    /// pool's `fetch_add` on the next item's index) took it on the
+    /// recording's cores as soon as they finished their last item; run
+    /// as late as the log allows, each takes the item another thread
+    /// took first. Kept only while it gets the replay further
+    /// (`RunOnTrial`); the search then starts from it.
+    pub run_on_all: bool,
 }
 
 /// What weft says as a replay starts over because it learned spin words.
@@ -66,6 +77,10 @@ const WAKE_NOTE: &str =
 /// read that other threads' unlogged work may decide.
 const RUN_ON_NOTE: &str =
     "weft: a thread diverged from the log while other threads waited at their last events; replaying from the start in the same order, with the one that waited longest run on past its event, as on several cores";
+
+/// What weft says as a replay starts over to run every thread on.
+const RUN_ON_ALL_NOTE: &str =
+    "weft: threads keep diverging from the log where others waited at their last events; replaying from the start in the same order, with every thread run on past each of its events to its next point, as on several cores";
 
 /// What weft says as a replay starts over because a waker found no waiter.
 const WAITERS_NOTE: &str =
@@ -119,6 +134,13 @@ impl Lessons {
         self.wakers_first.extend(&other.wakers_first);
         self.waiters_first.extend(&other.waiters_first);
         self.run_on_after.extend(&other.run_on_after);
+        self.run_on_all |= other.run_on_all;
+    }
+
+    /// Whether the thread of the event at log index `k` runs on past it
+    /// ([`Self::run_on_after`], [`Self::run_on_all`]).
+    pub(crate) fn runs_on_after(&self, k: usize) -> bool {
+        self.run_on_all || self.run_on_after.contains(&k)
     }
 
     /// What to say as a replay that started with `before` starts over
@@ -130,6 +152,8 @@ impl Lessons {
             WAKE_NOTE
         } else if self.waiters_first != before.waiters_first {
             WAITERS_NOTE
+        } else if self.run_on_all && !before.run_on_all {
+            RUN_ON_ALL_NOTE
         } else {
             RUN_ON_NOTE
         }
@@ -164,7 +188,10 @@ impl Restarts {
     /// over with `known`).
     pub(crate) fn again(&mut self, acting: &mut Lessons, known: &mut Lessons, failed_at: usize, allowed: bool) -> bool {
         if let Some(t) = self.trial.take() {
-            t.judge(failed_at, &mut [&mut *known, &mut *acting]);
+            // One thread run on got it no further: every thread, once.
+            if t.judge(failed_at, &mut [&mut *known, &mut *acting]) && !t.before_all && !t.after_all {
+                known.run_on_all = true;
+            }
         }
         if known == acting || self.count >= MAX_RESTARTS || !allowed {
             return false;
@@ -186,6 +213,9 @@ impl Restarts {
 struct RunOnTrial {
     failed_at: usize,
     before: BTreeSet<usize>,
+    /// [`Lessons::run_on_all`] before and after the restart.
+    before_all: bool,
+    after_all: bool,
 }
 
 impl RunOnTrial {
@@ -193,18 +223,27 @@ impl RunOnTrial {
     /// diverged at log index `failed_at`; `None` when the restart adds no
     /// run-on lesson.
     fn of(before: &Lessons, after: &Lessons, failed_at: usize) -> Option<Self> {
-        (after.run_on_after != before.run_on_after).then(|| RunOnTrial { failed_at, before: before.run_on_after.clone() })
+        let added = after.run_on_after != before.run_on_after || after.run_on_all != before.run_on_all;
+        added.then(|| RunOnTrial {
+            failed_at,
+            before: before.run_on_after.clone(),
+            before_all: before.run_on_all,
+            after_all: after.run_on_all,
+        })
     }
 
     /// The replay after the restart diverged at log index `failed_at`:
     /// when that is no further, each of `lessons` loses the trial's run-on
-    /// lessons (and any it learned since).
-    fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) {
-        if failed_at <= self.failed_at {
+    /// lessons (and any it learned since), and true is returned.
+    fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) -> bool {
+        let dropped = failed_at <= self.failed_at;
+        if dropped {
             for l in lessons.iter_mut() {
                 l.run_on_after = self.before.clone();
+                l.run_on_all = self.before_all;
             }
         }
+        dropped
     }
 }
 
@@ -248,5 +287,29 @@ mod tests {
         assert_eq!(later.run_on_after, BTreeSet::from([3, 40, 77]), "further: kept");
         trial.judge(50, &mut [&mut later]);
         assert_eq!(later.run_on_after, BTreeSet::from([3]), "no further: dropped");
+    }
+
+    #[test]
+    fn a_run_on_lesson_that_gets_no_further_gives_way_to_every_thread_run_on_once() {
+        let mut restarts = Restarts::default();
+        let mut acting = Lessons::default();
+        let mut known = Lessons { run_on_after: BTreeSet::from([40]), ..Default::default() };
+        assert!(restarts.again(&mut acting, &mut known, 43, true), "a new run-on lesson restarts");
+        assert!(!known.runs_on_after(41));
+        // The restart with event 40's thread run on diverged at 43 again.
+        let mut acting = known.clone();
+        assert!(restarts.again(&mut acting, &mut known, 43, true), "every thread run on, next");
+        assert!(known.run_on_all && known.run_on_after.is_empty() && known.runs_on_after(41));
+        // That got it to 57: kept, and nothing new to restart with.
+        let mut acting = known.clone();
+        assert!(!restarts.again(&mut acting, &mut known, 57, true));
+        assert!(known.run_on_all, "further: kept for the search");
+        // Had it got no further, it would have been dropped, not tried again.
+        let mut restarts = Restarts::default();
+        let (mut acting, mut known) = (Lessons::default(), Lessons { run_on_all: true, ..Default::default() });
+        assert!(restarts.again(&mut acting, &mut known, 43, true));
+        let mut acting = known.clone();
+        assert!(!restarts.again(&mut acting, &mut known, 43, true));
+        assert!(!known.run_on_all && !acting.run_on_all);
     }
 }

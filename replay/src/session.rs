@@ -146,6 +146,13 @@ pub struct Report {
     /// What is known at the end: [`ReplayOptions::lessons`], and, when the
     /// replay failed, what it learned.
     pub lessons: Lessons,
+    /// The log index below which every event's output is on weft's stdout
+    /// and stderr already ([`ReplayOptions::echo_from`]): where this
+    /// replay failed, or an earlier run it started over from
+    /// ([`crate::Replayer::replay`]) when that got further; `usize::MAX`
+    /// once valid. The next attempt echoes from there, so that no line is
+    /// printed twice.
+    pub echoed_before: usize,
 }
 
 /// Where a stopped thread is, as far as the scheduler is concerned.
@@ -256,6 +263,9 @@ enum RunOn {
     /// after the exit_group of another thread that ends its process
     /// ([`Session::ender_before`]).
     Ender,
+    /// It runs on past its event, to its next one, as on a core of its
+    /// own ([`crate::Lessons::run_on_all`]).
+    OwnCore,
 }
 
 /// What the replay did at an event point.
@@ -724,8 +734,13 @@ impl<'a> Session<'a> {
         }
         // A valid replay's new lessons did not matter: it needed none.
         let lessons = if matches!(outcome, Ok(Outcome::Valid { .. })) { self.opts.lessons.clone() } else { self.lessons() };
+        let echoed_before = match &outcome {
+            Ok(Outcome::Invalid(f)) => f.event().unwrap_or(usize::MAX).max(self.opts.echo_from),
+            _ => usize::MAX,
+        };
         Ok(Report {
             lessons,
+            echoed_before,
             fingerprint,
             outcome: outcome?,
             sync_trace: std::mem::take(&mut self.state.sync_trace).into_vec(),

@@ -156,9 +156,17 @@ impl Session<'_> {
         }
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         let matched = self.state.pos - 1;
-        if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) && !self.state.lessons.run_on_after.contains(&matched) {
-            self.state.threads[i].waits_after = Some(matched);
-            return self.sync_point(i, Some(Op::Matched));
+        if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
+            // Running on, it still passes a point: a preemption can take
+            // the core there.
+            if self.state.lessons.run_on_all {
+                self.state.threads[i].runs_on = Some(super::RunOn::OwnCore);
+                return self.sync_point(i, Some(Op::Matched));
+            }
+            if !self.state.lessons.runs_on_after(matched) {
+                self.state.threads[i].waits_after = Some(matched);
+                return self.sync_point(i, Some(Op::Matched));
+            }
         }
         Ok(step)
     }
@@ -494,7 +502,7 @@ impl Session<'_> {
                     Some(j) if self.vfork_holds(i, j) => Ok(Step::Switch(None)),
                     // The recording started it at once, on a core of its
                     // own ([`crate::Lessons::run_on_after`]).
-                    Some(j) if self.state.lessons.run_on_after.contains(&(self.state.pos - 1)) => Ok(Step::Switch(Some(j))),
+                    Some(j) if self.state.lessons.runs_on_after(self.state.pos - 1) => Ok(Step::Switch(Some(j))),
                     _ => Ok(Step::Stay),
                 }
             }
