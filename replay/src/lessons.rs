@@ -63,6 +63,10 @@ pub struct Lessons {
     /// took first. Kept only while it gets the replay further
     /// (`RunOnTrial`); the search then starts from it.
     pub run_on_all: bool,
+    /// A search that acted on [`Self::run_on_all`] found no schedule: the
+    /// next one runs without it, and it is not learned again
+    /// ([`crate::Replayer::refuse_run_on_all`]).
+    pub run_on_all_refused: bool,
 }
 
 /// What weft says as a replay starts over because it learned spin words.
@@ -134,7 +138,8 @@ impl Lessons {
         self.wakers_first.extend(&other.wakers_first);
         self.waiters_first.extend(&other.waiters_first);
         self.run_on_after.extend(&other.run_on_after);
-        self.run_on_all |= other.run_on_all;
+        self.run_on_all_refused |= other.run_on_all_refused;
+        self.run_on_all = (self.run_on_all || other.run_on_all) && !self.run_on_all_refused;
     }
 
     /// Whether the thread of the event at log index `k` runs on past it
@@ -189,7 +194,8 @@ impl Restarts {
     pub(crate) fn again(&mut self, acting: &mut Lessons, known: &mut Lessons, failed_at: usize, allowed: bool) -> bool {
         if let Some(t) = self.trial.take() {
             // One thread run on got it no further: every thread, once.
-            if t.judge(failed_at, &mut [&mut *known, &mut *acting]) && !t.before_all && !t.after_all {
+            let judged = t.judge(failed_at, &mut [&mut *known, &mut *acting]);
+            if judged && !t.before_all && !t.after_all && !known.run_on_all_refused {
                 known.run_on_all = true;
             }
         }
@@ -311,5 +317,17 @@ mod tests {
         let mut acting = known.clone();
         assert!(!restarts.again(&mut acting, &mut known, 43, true));
         assert!(!known.run_on_all && !acting.run_on_all);
+        // Refused (a search under it found nothing): not learned again,
+        // nor taken from a lessons file.
+        let refused = Lessons { run_on_all_refused: true, ..Default::default() };
+        let mut restarts = Restarts::default();
+        let (mut acting, mut known) = (refused.clone(), Lessons { run_on_after: BTreeSet::from([40]), ..refused.clone() });
+        assert!(restarts.again(&mut acting, &mut known, 43, true));
+        let mut acting = known.clone();
+        assert!(!restarts.again(&mut acting, &mut known, 43, true));
+        assert!(!known.run_on_all);
+        let mut kept = refused;
+        kept.absorb(&Lessons { run_on_all: true, ..Default::default() });
+        assert!(!kept.run_on_all);
     }
 }

@@ -43,6 +43,19 @@ impl<'a> Replayer<'a> {
         Self { checkpoints: Some(Checkpoints::new(policy)), ..Self::new(trace) }
     }
 
+    /// Drops [`Lessons::run_on_all`] from what its replays act on, for good
+    /// ([`Lessons::run_on_all_refused`]), with the checkpoints taken under
+    /// it; false when its replays did not act on it.
+    pub fn refuse_run_on_all(&mut self) -> bool {
+        if !self.lessons.run_on_all {
+            return false;
+        }
+        self.lessons.run_on_all = false;
+        self.lessons.run_on_all_refused = true;
+        self.checkpoints.as_mut().map(Checkpoints::clear);
+        true
+    }
+
     /// How many checkpoints it holds.
     pub fn checkpoints(&self) -> usize {
         self.checkpoints.as_ref().map_or(0, Checkpoints::len)
