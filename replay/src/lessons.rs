@@ -54,8 +54,7 @@ pub struct Lessons {
     pub run_on_after: BTreeSet<usize>,
     /// Every thread runs on after each of its events, to its next
     /// scheduling point, as on cores of its own: learned when a run-on
-    /// lesson for one event got a replay no further, or when a replay
-    /// that acted on run-on lessons diverges that way again. Threads that
+    /// lesson for one event got a replay no further. Threads that
     /// take work from a shared atomic counter between their events (a
     /// pool's `fetch_add` on the next item's index) took it on the
     /// recording's cores as soon as they finished their last item; run
