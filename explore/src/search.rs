@@ -158,6 +158,7 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         dead: HashMap::new(),
         echo_from: opts.replay.echo_from,
         attempts: 0,
+        limit: opts.max_attempts,
     };
     let schedule = &opts.replay.schedule;
     let preempts = schedule.preemptions().iter().copied().map(Choice::Preempt);
@@ -165,11 +166,13 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
     let mut best = search.from_base(&base, None)?;
     // Every thread run on (a lesson the replays learned) moves many
     // threads' work earlier at once; a search from it can miss what one
-    // from the log's own timing finds (a Rust pool: 2 of 10 recordings).
+    // from the log's own timing finds (a Rust pool: 2 of 10 recordings),
+    // which gets the replays it left, half of them at least.
     if !matches!(best.report.outcome, Outcome::Valid { .. }) && search.attempts < opts.max_attempts && search.replayer.refuse_run_on_all() {
         eprintln!("weft: no schedule found with every thread run on; searching again with threads run as late as the log allows");
         search.cache = FailureCache::default();
         search.dead.clear();
+        search.limit = opts.max_attempts;
         best = search.from_base(&base, Some(best))?;
     }
     Ok(Exploration {
@@ -346,6 +349,9 @@ struct Search<'a> {
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
+    /// Replays this search may run: [`ExploreOptions::max_attempts`], or
+    /// half of them while it acts on every thread run on.
+    limit: usize,
     /// Runs the attempts, keeping checkpoints between them.
     replayer: Replayer<'a>,
     /// Attempts that resumed from a checkpoint.
@@ -357,6 +363,9 @@ impl Search<'_> {
     /// replay that got furthest, or `before` when that got further.
     fn from_base(&mut self, base: &[Choice], before: Option<Best>) -> Result<Best> {
         let mut report = self.attempt(base, None)?;
+        if report.lessons.run_on_all {
+            self.limit = self.opts.max_attempts.div_ceil(2);
+        }
         let root = self.failed(&mut report, base);
         let mut best = Best { report, schedule: base.to_vec() };
         if let Some(root) = root {
@@ -377,8 +386,9 @@ impl Search<'_> {
         let mut stack = vec![root];
         let mut admitted: Vec<Choice> = Vec::new();
         while let Some(top) = stack.last_mut() {
-            if self.attempts >= self.opts.max_attempts {
-                eprintln!("weft: exploration stopped after {} replays (the limit)", self.attempts);
+            if self.attempts >= self.limit {
+                let why = if self.limit < self.opts.max_attempts { "half the limit, with every thread run on" } else { "the limit" };
+                eprintln!("weft: exploration stopped after {} replays ({why})", self.attempts);
                 break;
             }
             let Some(p) = top.next_candidate(&self.index, self.trace) else {

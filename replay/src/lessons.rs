@@ -62,9 +62,9 @@ pub struct Lessons {
     /// took first. Kept only while it gets the replay further
     /// (`RunOnTrial`); the search then starts from it.
     pub run_on_all: bool,
-    /// A search that acted on [`Self::run_on_all`] found no schedule: the
-    /// next one runs without it, and it is not learned again
-    /// ([`crate::Replayer::refuse_run_on_all`]).
+    /// [`Self::run_on_all`] got a replay no further, or a search that
+    /// acted on it found no schedule ([`crate::Replayer::refuse_run_on_all`]):
+    /// it is not learned again.
     pub run_on_all_refused: bool,
 }
 
@@ -239,13 +239,16 @@ impl RunOnTrial {
 
     /// The replay after the restart diverged at log index `failed_at`:
     /// when that is no further, each of `lessons` loses the trial's run-on
-    /// lessons (and any it learned since), and true is returned.
+    /// lessons (and any it learned since), and true is returned. Every
+    /// thread run on that got no further is refused for good: later
+    /// replays of the trace do not try it again.
     fn judge(&self, failed_at: usize, lessons: &mut [&mut Lessons]) -> bool {
         let dropped = failed_at <= self.failed_at;
         if dropped {
             for l in lessons.iter_mut() {
                 l.run_on_after = self.before.clone();
                 l.run_on_all = self.before_all;
+                l.run_on_all_refused |= self.after_all && !self.before_all;
             }
         }
         dropped
@@ -316,6 +319,7 @@ mod tests {
         let mut acting = known.clone();
         assert!(!restarts.again(&mut acting, &mut known, 43, true));
         assert!(!known.run_on_all && !acting.run_on_all);
+        assert!(known.run_on_all_refused && acting.run_on_all_refused, "not tried again by a later replay");
         // Refused (a search under it found nothing): not learned again,
         // nor taken from a lessons file.
         let refused = Lessons { run_on_all_refused: true, ..Default::default() };
