@@ -158,7 +158,6 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         dead: HashMap::new(),
         echo_from: opts.replay.echo_from,
         attempts: 0,
-        limit: opts.max_attempts,
     };
     let schedule = &opts.replay.schedule;
     let preempts = schedule.preemptions().iter().copied().map(Choice::Preempt);
@@ -172,7 +171,6 @@ pub fn search(trace: &Trace, opts: &ExploreOptions) -> Result<Exploration> {
         eprintln!("weft: no schedule found with every thread run on; searching again with threads run as late as the log allows");
         search.cache = FailureCache::default();
         search.dead.clear();
-        search.limit = opts.max_attempts;
         best = search.from_base(&base, Some(best))?;
     }
     Ok(Exploration {
@@ -349,9 +347,6 @@ struct Search<'a> {
     /// Output events before this index were echoed by an earlier attempt.
     echo_from: usize,
     attempts: usize,
-    /// Replays this search may run: [`ExploreOptions::max_attempts`], or
-    /// half of them while it acts on every thread run on.
-    limit: usize,
     /// Runs the attempts, keeping checkpoints between them.
     replayer: Replayer<'a>,
     /// Attempts that resumed from a checkpoint.
@@ -363,9 +358,6 @@ impl Search<'_> {
     /// replay that got furthest, or `before` when that got further.
     fn from_base(&mut self, base: &[Choice], before: Option<Best>) -> Result<Best> {
         let mut report = self.attempt(base, None)?;
-        if report.lessons.run_on_all {
-            self.limit = self.opts.max_attempts.div_ceil(2);
-        }
         let root = self.failed(&mut report, base);
         let mut best = Best { report, schedule: base.to_vec() };
         if let Some(root) = root {
@@ -386,8 +378,9 @@ impl Search<'_> {
         let mut stack = vec![root];
         let mut admitted: Vec<Choice> = Vec::new();
         while let Some(top) = stack.last_mut() {
-            if self.attempts >= self.limit {
-                let why = if self.limit < self.opts.max_attempts { "half the limit, with every thread run on" } else { "the limit" };
+            let all_on = self.replayer.runs_all_on();
+            if self.attempts >= if all_on { self.opts.max_attempts.div_ceil(2) } else { self.opts.max_attempts } {
+                let why = if all_on { "half the limit, with every thread run on" } else { "the limit" };
                 eprintln!("weft: exploration stopped after {} replays ({why})", self.attempts);
                 break;
             }

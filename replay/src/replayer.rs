@@ -43,6 +43,13 @@ impl<'a> Replayer<'a> {
         Self { checkpoints: Some(Checkpoints::new(policy)), ..Self::new(trace) }
     }
 
+    /// Whether its replays act on [`Lessons::run_on_all`]: a search from
+    /// it gets half the replays, the one after [`Self::refuse_run_on_all`]
+    /// the rest.
+    pub fn runs_all_on(&self) -> bool {
+        self.lessons.run_on_all
+    }
+
     /// Drops [`Lessons::run_on_all`] from what its replays act on, for good
     /// ([`Lessons::run_on_all_refused`]), with the checkpoints taken under
     /// it; false when its replays did not act on it.

@@ -157,16 +157,16 @@ impl Session<'_> {
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         let matched = self.state.pos - 1;
         if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
-            // Running on, it still passes a point: a preemption can take
-            // the core there.
             if self.state.lessons.run_on_all {
+                // Running on, it still passes a point: a preemption can
+                // take the core there.
                 self.state.threads[i].runs_on = Some(super::RunOn::OwnCore);
-                return self.sync_point(i, Some(Op::Matched));
-            }
-            if !self.state.lessons.runs_on_after(matched) {
+            } else if self.state.lessons.run_on_after.contains(&matched) {
+                return Ok(step);
+            } else {
                 self.state.threads[i].waits_after = Some(matched);
-                return self.sync_point(i, Some(Op::Matched));
             }
+            return self.sync_point(i, Some(Op::Matched));
         }
         Ok(step)
     }
