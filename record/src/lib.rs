@@ -20,6 +20,7 @@ pub mod dirs;
 pub mod epochs;
 pub mod event;
 pub mod filter;
+mod handoff;
 pub mod inprocess;
 pub mod mapping;
 pub mod preload;

@@ -28,8 +28,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal as NixSignal;
-use nix::sys::wait::WaitPidFlag;
-use crate::wait::{self, waitpid, Resume, WaitStatus};
+use crate::wait::{self, Resume, StopWaiter, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};
@@ -273,8 +272,9 @@ impl Recorder {
     /// makes the `tee` weft's child, and it waits for the end of weft's
     /// stderr).
     fn run(&mut self) -> Result<()> {
+        let mut waiter = StopWaiter::default();
         while self.end.is_none() || !self.threads.is_empty() {
-            let status = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            let status = match waiter.wait() {
                 Ok(s) => s,
                 Err(Errno::ECHILD) => return Ok(()),
                 Err(Errno::EINTR) => continue,

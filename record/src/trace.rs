@@ -23,7 +23,9 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use crate::handoff::{Handoff, POLL_EVERY};
+use std::collections::VecDeque;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The first bytes of an `events` file.
@@ -48,6 +50,11 @@ const COMPRESS_MIN: usize = 256;
 const BULK_MIN: usize = 64 << 10;
 /// zstd level for bulk payloads.
 const BULK_LEVEL: i32 = -20;
+/// Longest time (from being queued) before an entry reaches the kernel: it
+/// waits at most one of the writer's polls ([`POLL_EVERY`]) to be taken,
+/// and the writer flushes when the last flush is one poll old.
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+const _: () = assert!(2 * POLL_EVERY.as_millis() <= FLUSH_EVERY.as_millis());
 /// Frames above this size (bytes) are refused as corrupt when reading, and
 /// so are payloads that decompress to more: the format's maximum record.
 /// A record this large would need a single read(2) of 1 GiB from a pipe,
@@ -58,8 +65,6 @@ const EVENTS_MODE: u32 = 0o600;
 /// Events are gathered into frames of at least this many bytes (before
 /// compression), or fewer when the writer flushes.
 const BATCH_MAX: usize = 64 << 10;
-/// Longest time buffered frames wait before they are handed to the kernel.
-const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why a trace could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -134,7 +139,9 @@ pub struct TraceWriter {
     dir: PathBuf,
     /// `dir` existed (empty) before [`TraceWriter::create`].
     existed: bool,
-    tx: Option<mpsc::Sender<Record>>,
+    /// Where records go to the writer thread; closed by
+    /// [`TraceWriter::finish`].
+    queue: Arc<Handoff<Record>>,
     worker: Option<std::thread::JoinHandle<Result<(), TraceError>>>,
     /// Entries encoded and not yet sent to the writer (sent at the end of
     /// each [`TraceWriter::write_entries`], and every [`BATCH_MAX`] bytes).
@@ -239,12 +246,13 @@ impl TraceWriter {
         let (spare_tx, spare) = mpsc::channel();
         let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file), small, bulk, batch: Vec::new(), compressed: Vec::new(), spare: spare_tx };
         frames.header()?;
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(Handoff::new());
+        let writer_queue = Arc::clone(&queue);
         let worker = std::thread::Builder::new()
             .name("weft-trace-writer".into())
-            .spawn(move || frames.run(rx))
+            .spawn(move || frames.run(&writer_queue))
             .map_err(io_err(dir))?;
-        Ok(Self { dir: dir.to_path_buf(), existed, tx: Some(tx), worker: Some(worker), entries: Vec::new(), spare, copies: HashMap::new(), store })
+        Ok(Self { dir: dir.to_path_buf(), existed, queue, worker: Some(worker), entries: Vec::new(), spare, copies: HashMap::new(), store })
     }
 
     /// Removes what [`TraceWriter::create`] made: a recording that never
@@ -273,7 +281,7 @@ impl TraceWriter {
         self.flush()
     }
 
-    /// Appends one event. Frames reach the kernel within 50 ms.
+    /// Appends one event. Frames reach the kernel within [`FLUSH_EVERY`].
     pub fn write_event(&mut self, event: Event) -> Result<(), TraceError> {
         self.write_entries([LoggedRef::Event(&event)])
     }
@@ -314,7 +322,7 @@ impl TraceWriter {
     /// Writes everything still queued and stops the writer thread. Returns
     /// the first error the writer met.
     pub fn finish(&mut self) -> Result<(), TraceError> {
-        self.tx = None;
+        self.queue.close();
         match self.worker.take().map(|w| w.join()) {
             Some(Ok(result)) => result,
             Some(Err(_)) => Err(TraceError::Io {
@@ -326,7 +334,13 @@ impl TraceWriter {
     }
 
     fn send(&mut self, record: Record) -> Result<(), TraceError> {
-        if self.tx.as_ref().is_some_and(|tx| tx.send(record).is_ok()) {
+        // Entries wake the writer only by the batch: it polls for the rest.
+        let (bytes, urgent) = match &record {
+            Record::Entries(entries) => (entries.len(), false),
+            Record::Frame(raw) => (raw.len(), true),
+            Record::Flush => (0, true),
+        };
+        if self.worker.is_some() && self.queue.push(record, bytes, urgent, BATCH_MAX) {
             return Ok(());
         }
         // The writer stopped: its error says why.
@@ -417,6 +431,14 @@ fn file_key(md: &fs::Metadata) -> (u64, u64, u64, i64) {
     (md.dev(), md.ino(), md.size(), md.mtime())
 }
 
+/// A writer dropped without [`TraceWriter::finish`] (an error unwound the
+/// recorder) still lets its thread write what is queued and end.
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
+}
+
 /// The writer thread's side: frames records into the events file.
 struct FrameWriter {
     path: PathBuf,
@@ -440,47 +462,61 @@ impl FrameWriter {
         self.out.write_all(&VERSION.to_le_bytes()).map_err(io_err(&self.path))
     }
 
-    /// Writes records until the recorder hangs up, flushing at least every
-    /// [`FLUSH_EVERY`] and whenever asked. Events are gathered into frames
-    /// of up to [`BATCH_MAX`] bytes: compressing each small event alone
-    /// cost more than recording it.
-    fn run(mut self, rx: mpsc::Receiver<Record>) -> Result<(), TraceError> {
+    /// Writes records until the recorder hangs up, handing them to the
+    /// kernel within [`FLUSH_EVERY`] and whenever asked. Events are
+    /// gathered into frames of up to [`BATCH_MAX`] bytes: compressing each
+    /// small event alone cost more than recording it. Once it returns, on
+    /// the end or an error, the recorder's sends fail.
+    fn run(mut self, queue: &Handoff<Record>) -> Result<(), TraceError> {
+        let result = self.write_all(queue);
+        queue.stop();
+        result
+    }
+
+    fn write_all(&mut self, queue: &Handoff<Record>) -> Result<(), TraceError> {
         let mut last_flush = Instant::now();
-        loop {
-            let record = match rx.recv_timeout(FLUSH_EVERY) {
-                Ok(r) => Some(r),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return self.flush(),
-            };
-            let urgent = match record {
-                Some(Record::Entries(mut entries)) => {
-                    // Into an empty batch, the buffers trade places
-                    // instead of the entries being copied (a message is
-                    // most often a whole batch).
-                    if self.batch.is_empty() {
-                        std::mem::swap(&mut self.batch, &mut entries);
-                    } else {
-                        self.batch.extend_from_slice(&entries);
-                    }
-                    entries.clear();
-                    // The recorder may have finished: the buffer is freed.
-                    let _ = self.spare.send(entries);
-                    if self.batch.len() >= BATCH_MAX {
-                        self.end_batch()?;
-                    }
-                    false
+        let mut records = VecDeque::new();
+        while queue.take(&mut records, POLL_EVERY) {
+            while let Some(record) = records.pop_front() {
+                if self.write(record)? {
+                    last_flush = Instant::now();
                 }
-                Some(Record::Frame(raw)) => {
-                    self.end_batch()?;
-                    let bulk = raw.len() >= BULK_MIN;
-                    self.frame(raw.into(), bulk).map(|_| false)?
-                }
-                Some(Record::Flush) | None => true,
-            };
-            if urgent || last_flush.elapsed() >= FLUSH_EVERY {
+            }
+            if last_flush.elapsed() >= FLUSH_EVERY - POLL_EVERY {
                 self.flush()?;
                 last_flush = Instant::now();
             }
+        }
+        self.flush()
+    }
+
+    /// Writes `record` into the batch or a frame of its own, or flushes.
+    /// Returns whether it flushed.
+    fn write(&mut self, record: Record) -> Result<bool, TraceError> {
+        match record {
+            Record::Entries(mut entries) => {
+                // Into an empty batch, the buffers trade places instead of
+                // the entries being copied (a message is most often a
+                // whole batch).
+                if self.batch.is_empty() {
+                    std::mem::swap(&mut self.batch, &mut entries);
+                } else {
+                    self.batch.extend_from_slice(&entries);
+                }
+                entries.clear();
+                // The recorder may have finished: the buffer is freed.
+                let _ = self.spare.send(entries);
+                if self.batch.len() >= BATCH_MAX {
+                    self.end_batch()?;
+                }
+                Ok(false)
+            }
+            Record::Frame(raw) => {
+                self.end_batch()?;
+                let bulk = raw.len() >= BULK_MIN;
+                self.frame(raw.into(), bulk).map(|_| false)
+            }
+            Record::Flush => self.flush().map(|_| true),
         }
     }
 
