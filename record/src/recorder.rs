@@ -273,8 +273,11 @@ impl Recorder {
     /// stderr).
     fn run(&mut self) -> Result<()> {
         let mut waiter = StopWaiter::default();
+        // Fewer tracee threads than CPUs (stopped, blocked or running)
+        // leave one for the recorder to poll on.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         while self.end.is_none() || !self.threads.is_empty() {
-            let status = match waiter.wait() {
+            let status = match waiter.wait(self.threads.len() < cpus) {
                 Ok(s) => s,
                 Err(Errno::ECHILD) => return Ok(()),
                 Err(Errno::EINTR) => continue,

@@ -86,7 +86,7 @@ pub fn waitpid<P: Into<Option<Pid>>>(pid: P, flags: Option<WaitPidFlag>) -> nix:
 pub const SPIN: Duration = Duration::from_micros(50);
 
 /// Waits for any child's next state change (waitpid(-1, __WALL)), polling
-/// first while the changes come densely.
+/// first while the changes come densely and a CPU is free for it.
 ///
 /// A tracer asleep in waitpid is woken by an inter-processor interrupt
 /// when its tracee stops on another CPU, and on a VM a halted vCPU takes
@@ -94,11 +94,13 @@ pub const SPIN: Duration = Duration::from_micros(50);
 /// (each rdtsc a ptrace stop) recorded at 60 µs per rdtsc with the
 /// recorder asleep between stops, 35 µs with it polling. Polling is
 /// tried only after a change that came within [`SPIN`] of the wait's
-/// start. A poll that finds nothing took a CPU the tracees may have
-/// needed (with two threads that rarely stop, the syscall-heavy
-/// benchmark recorded 5% slower), so after one the waiter sleeps through
-/// the next waits, twice as many after each poll in vain in a row, up
-/// to [`MAX_BACKOFF`].
+/// start, and only when the caller says the tracees leave a CPU free: a
+/// poll takes a CPU the tracees may need, which slowed the syscall-heavy
+/// benchmark's two threads by 5%, and changed the interleavings that
+/// recordings of a three-thread pool captured (tests/c/atomicpool.c: 7
+/// of 10 replayed valid against 9 of 10 without polling). A poll that
+/// finds nothing makes the waiter sleep through the next waits, twice as
+/// many after each poll in vain in a row, up to [`MAX_BACKOFF`].
 #[derive(Debug, Default)]
 pub struct StopWaiter {
     /// The last change came within [`SPIN`].
@@ -113,11 +115,12 @@ pub struct StopWaiter {
 pub const MAX_BACKOFF: u32 = 256;
 
 impl StopWaiter {
-    /// The next change of any child. Errors: waitpid's (ECHILD, EINTR).
-    pub fn wait(&mut self) -> nix::Result<WaitStatus> {
+    /// The next change of any child, polled for first when `cpu_free`
+    /// and the changes come densely. Errors: waitpid's (ECHILD, EINTR).
+    pub fn wait(&mut self, cpu_free: bool) -> nix::Result<WaitStatus> {
         if self.skip > 0 {
             self.skip -= 1;
-        } else if self.dense {
+        } else if self.dense && cpu_free {
             if let Some(status) = self.poll()? {
                 self.backoff = 0;
                 return Ok(status);
