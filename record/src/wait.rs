@@ -91,8 +91,8 @@ pub const SPIN: Duration = Duration::from_micros(50);
 /// A tracer asleep in waitpid is woken by an inter-processor interrupt
 /// when its tracee stops on another CPU, and on a VM a halted vCPU takes
 /// tens of microseconds to wake: a program reading the TSC in a loop
-/// (each rdtsc a ptrace stop) recorded at 60 µs per rdtsc with the
-/// recorder asleep between stops, 35 µs with it polling. Polling is
+/// (each rdtsc a ptrace stop) recorded at 67 µs per rdtsc with the
+/// recorder asleep between stops, 36 µs with it polling. Polling is
 /// tried only after a change that came within [`SPIN`] of the wait's
 /// start, and only when the caller says the tracees leave a CPU free: a
 /// poll takes a CPU the tracees may need, which slowed the syscall-heavy
