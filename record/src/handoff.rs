@@ -24,6 +24,8 @@ pub const POLL_EVERY: Duration = Duration::from_millis(25);
 pub struct Handoff<T> {
     state: Mutex<State<T>>,
     ready: Condvar,
+    /// Queued bytes that wake the receiver.
+    wake_at: usize,
 }
 
 struct State<T> {
@@ -37,23 +39,24 @@ struct State<T> {
 }
 
 impl<T> Handoff<T> {
-    /// An empty, open queue.
-    pub fn new() -> Self {
+    /// An empty, open queue whose receiver is woken once `wake_at` bytes
+    /// are queued.
+    pub fn new(wake_at: usize) -> Self {
         let state = State { items: VecDeque::new(), bytes: 0, closed: false, stopped: false };
-        Self { state: Mutex::new(state), ready: Condvar::new() }
+        Self { state: Mutex::new(state), ready: Condvar::new(), wake_at }
     }
 
     /// Queues `item`, of `bytes` bytes, and wakes the receiver when `urgent`
-    /// or when at least `wake_at` bytes are queued. Returns false, and
-    /// drops the item, once the receiver has stopped.
-    pub fn push(&self, item: T, bytes: usize, urgent: bool, wake_at: usize) -> bool {
+    /// or when enough bytes are queued. Returns false, and drops the item,
+    /// once the receiver has stopped.
+    pub fn push(&self, item: T, bytes: usize, urgent: bool) -> bool {
         let mut state = self.lock();
         if state.stopped {
             return false;
         }
         state.items.push_back(item);
         state.bytes += bytes;
-        let wake = urgent || state.bytes >= wake_at;
+        let wake = urgent || state.bytes >= self.wake_at;
         drop(state);
         if wake {
             self.ready.notify_one();
@@ -82,8 +85,13 @@ impl<T> Handoff<T> {
         taken || !state.closed
     }
 
-    /// Marks the receiver stopped (it returned, maybe on an error): later
-    /// pushes fail.
+    /// A guard that marks the receiver stopped when dropped: when it
+    /// returns, on an error, or panics.
+    pub fn receiving(&self) -> Receiving<'_, T> {
+        Receiving(self)
+    }
+
+    /// Marks the receiver stopped: later pushes fail.
     pub fn stop(&self) {
         let mut state = self.lock();
         state.stopped = true;
@@ -97,9 +105,13 @@ impl<T> Handoff<T> {
     }
 }
 
-impl<T> Default for Handoff<T> {
-    fn default() -> Self {
-        Self::new()
+/// The receiver's side, from [`Handoff::receiving`]: stops the queue when
+/// dropped.
+pub struct Receiving<'a, T>(&'a Handoff<T>);
+
+impl<T> Drop for Receiving<'_, T> {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
@@ -111,9 +123,9 @@ mod tests {
 
     #[test]
     fn the_receiver_takes_everything_in_order_then_learns_the_end() {
-        let q = Handoff::new();
+        let q = Handoff::new(100);
         for i in 0..5 {
-            assert!(q.push(i, 1, false, 100));
+            assert!(q.push(i, 1, false));
         }
         q.close();
         let mut got = VecDeque::new();
@@ -124,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_quiet_push_waits_for_the_poll_and_an_urgent_one_wakes_the_receiver() {
-        let q = Arc::new(Handoff::new());
+        let q = Arc::new(Handoff::new(100));
         let receiver = {
             let q = Arc::clone(&q);
             std::thread::spawn(move || {
@@ -136,8 +148,8 @@ mod tests {
             })
         };
         std::thread::sleep(Duration::from_millis(50));
-        assert!(q.push(1, 10, false, 100));
-        assert!(q.push(2, 10, true, 100));
+        assert!(q.push(1, 10, false));
+        assert!(q.push(2, 10, true));
         let (got, waited) = receiver.join().unwrap();
         assert_eq!(got, [1, 2]);
         assert!(waited < Duration::from_secs(30), "the urgent push did not wake the receiver");
@@ -145,9 +157,23 @@ mod tests {
 
     #[test]
     fn pushes_fail_once_the_receiver_stopped() {
-        let q = Handoff::new();
-        assert!(q.push(1, 1, false, 100));
+        let q = Handoff::new(100);
+        assert!(q.push(1, 1, false));
         q.stop();
-        assert!(!q.push(2, 1, false, 100));
+        assert!(!q.push(2, 1, false));
+    }
+
+    #[test]
+    fn a_receiver_that_panics_stops_the_queue() {
+        let q = Arc::new(Handoff::new(100));
+        let receiver = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                let _receiving = q.receiving();
+                panic!("the receiver failed");
+            })
+        };
+        assert!(receiver.join().is_err());
+        assert!(!q.push(1, 1, false));
     }
 }

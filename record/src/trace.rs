@@ -246,7 +246,7 @@ impl TraceWriter {
         let (spare_tx, spare) = mpsc::channel();
         let mut frames = FrameWriter { path, out: BufWriter::with_capacity(1 << 20, file), small, bulk, batch: Vec::new(), compressed: Vec::new(), spare: spare_tx };
         frames.header()?;
-        let queue = Arc::new(Handoff::new());
+        let queue = Arc::new(Handoff::new(BATCH_MAX));
         let writer_queue = Arc::clone(&queue);
         let worker = std::thread::Builder::new()
             .name("weft-trace-writer".into())
@@ -340,7 +340,7 @@ impl TraceWriter {
             Record::Frame(raw) => (raw.len(), true),
             Record::Flush => (0, true),
         };
-        if self.worker.is_some() && self.queue.push(record, bytes, urgent, BATCH_MAX) {
+        if self.queue.push(record, bytes, urgent) {
             return Ok(());
         }
         // The writer stopped: its error says why.
@@ -465,12 +465,11 @@ impl FrameWriter {
     /// Writes records until the recorder hangs up, handing them to the
     /// kernel within [`FLUSH_EVERY`] and whenever asked. Events are
     /// gathered into frames of up to [`BATCH_MAX`] bytes: compressing each
-    /// small event alone cost more than recording it. Once it returns, on
-    /// the end or an error, the recorder's sends fail.
+    /// small event alone cost more than recording it. Once it returns (on
+    /// the end or an error) or panics, the recorder's sends fail.
     fn run(mut self, queue: &Handoff<Record>) -> Result<(), TraceError> {
-        let result = self.write_all(queue);
-        queue.stop();
-        result
+        let _receiving = queue.receiving();
+        self.write_all(queue)
     }
 
     fn write_all(&mut self, queue: &Handoff<Record>) -> Result<(), TraceError> {
