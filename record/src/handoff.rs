@@ -7,18 +7,13 @@
 //! CPUs, a cross-CPU wake-up, which cost more than the stop itself (a
 //! program reading the TSC in a loop recorded at 85 µs per rdtsc, half of
 //! it the writer's wake-ups). The writer now polls: it takes whatever has
-//! accumulated every [`POLL_EVERY`], and is woken at once only for a
+//! accumulated at a fixed interval, and is woken at once only for a
 //! batch's worth of entries, a record that needs a frame of its own, a
 //! flush, or the end.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// How long the writer sleeps between two looks at the queue when nobody
-/// wakes it: with a flush at every other look at most, what the recorder
-/// queued reaches the kernel within two of these.
-pub const POLL_EVERY: Duration = Duration::from_millis(25);
 
 /// A queue of `T` between one sending thread and one receiving thread.
 pub struct Handoff<T> {
@@ -121,6 +116,12 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
+    /// Runs `receive` on a thread of its own with a handle on `q`.
+    fn on_receiver<R: Send + 'static>(q: &Arc<Handoff<i32>>, receive: impl FnOnce(&Handoff<i32>) -> R + Send + 'static) -> std::thread::JoinHandle<R> {
+        let q = Arc::clone(q);
+        std::thread::spawn(move || receive(&q))
+    }
+
     #[test]
     fn the_receiver_takes_everything_in_order_then_learns_the_end() {
         let q = Handoff::new(100);
@@ -137,16 +138,13 @@ mod tests {
     #[test]
     fn a_quiet_push_waits_for_the_poll_and_an_urgent_one_wakes_the_receiver() {
         let q = Arc::new(Handoff::new(100));
-        let receiver = {
-            let q = Arc::clone(&q);
-            std::thread::spawn(move || {
-                let mut got = VecDeque::new();
-                let start = Instant::now();
-                // A spurious wake-up may return the first item alone.
-                while got.len() < 2 && q.take(&mut got, Duration::from_secs(30)) {}
-                (got, start.elapsed())
-            })
-        };
+        let receiver = on_receiver(&q, |q| {
+            let mut got = VecDeque::new();
+            let start = Instant::now();
+            // A spurious wake-up may return the first item alone.
+            while got.len() < 2 && q.take(&mut got, Duration::from_secs(30)) {}
+            (got, start.elapsed())
+        });
         std::thread::sleep(Duration::from_millis(50));
         assert!(q.push(1, 10, false));
         assert!(q.push(2, 10, true));
@@ -166,13 +164,10 @@ mod tests {
     #[test]
     fn a_receiver_that_panics_stops_the_queue() {
         let q = Arc::new(Handoff::new(100));
-        let receiver = {
-            let q = Arc::clone(&q);
-            std::thread::spawn(move || {
-                let _receiving = q.receiving();
-                panic!("the receiver failed");
-            })
-        };
+        let receiver = on_receiver(&q, |q| {
+            let _receiving = q.receiving();
+            panic!("the receiver failed");
+        });
         assert!(receiver.join().is_err());
         assert!(!q.push(1, 1, false));
     }

@@ -23,7 +23,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use crate::handoff::{Handoff, POLL_EVERY};
+use crate::handoff::Handoff;
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -54,7 +54,9 @@ const BULK_LEVEL: i32 = -20;
 /// waits at most one of the writer's polls ([`POLL_EVERY`]) to be taken,
 /// and the writer flushes when the last flush is one poll old.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
-const _: () = assert!(2 * POLL_EVERY.as_millis() <= FLUSH_EVERY.as_millis());
+/// How long the writer sleeps between two looks at its queue when nobody
+/// wakes it (record/src/handoff.rs): half of [`FLUSH_EVERY`].
+const POLL_EVERY: Duration = Duration::from_millis(FLUSH_EVERY.as_millis() as u64 / 2);
 /// Frames above this size (bytes) are refused as corrupt when reading, and
 /// so are payloads that decompress to more: the format's maximum record.
 /// A record this large would need a single read(2) of 1 GiB from a pipe,
@@ -481,7 +483,7 @@ impl FrameWriter {
                     last_flush = Instant::now();
                 }
             }
-            if last_flush.elapsed() >= FLUSH_EVERY - POLL_EVERY {
+            if last_flush.elapsed() >= POLL_EVERY {
                 self.flush()?;
                 last_flush = Instant::now();
             }
