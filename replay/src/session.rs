@@ -203,22 +203,28 @@ const TURN_EVENTS: usize = 8;
 /// events of the one before (threads taking turns, each turn a few calls
 /// at most) halves the next slice, down to [`PARK_AFTER_MIN`]; farther
 /// apart, the slice is [`PARK_AFTER`] again, so that a thread computing
-/// for long after its last event is not cut up.
+/// for long after its last event is not cut up. Once the spin check
+/// finds the log's next thread spinning ([`Session::check_spin`]), parks
+/// halve it however far apart, until a check finds a computation: a
+/// thread that hands work to another and spins until it is done (Redis's
+/// main thread and its I/O threads) parks once per round of many events.
 #[derive(Debug, Clone, Copy)]
 struct TurnSlice {
     /// The log position at the last park.
     pos: usize,
     slice: Duration,
+    /// The spin check last found a spin, not a computation.
+    spinning: bool,
 }
 
 impl TurnSlice {
     fn new() -> Self {
-        TurnSlice { pos: usize::MAX, slice: PARK_AFTER }
+        TurnSlice { pos: usize::MAX, slice: PARK_AFTER, spinning: false }
     }
 
     /// The slice for a run that starts at log position `pos`.
     fn at(&self, pos: usize) -> Duration {
-        if pos >= self.pos && pos - self.pos <= TURN_EVENTS {
+        if self.spinning || (pos >= self.pos && pos - self.pos <= TURN_EVENTS) {
             self.slice
         } else {
             PARK_AFTER
@@ -229,6 +235,18 @@ impl TurnSlice {
     fn parked(&mut self, pos: usize) {
         self.slice = (self.at(pos) / 2).max(PARK_AFTER_MIN);
         self.pos = pos;
+    }
+
+    /// The spin check found the log's next thread spinning: parks halve
+    /// the slice however far apart, until it finds a computation.
+    fn spins(&mut self) {
+        self.spinning = true;
+    }
+
+    /// The spin check found the log's next thread computing: parks far
+    /// apart give the full slice again.
+    fn computes(&mut self) {
+        self.spinning = false;
     }
 }
 
@@ -811,5 +829,21 @@ mod tests {
         assert_eq!(t.at(21 + TURN_EVENTS), PARK_AFTER);
         t.parked(100);
         assert_eq!(t.at(100), PARK_AFTER / 2);
+    }
+
+    /// Once a spin is found, parks halve the slice however far apart,
+    /// a spinner's and those of the threads run for its sake alike; a
+    /// computation found gives the full slice to far parks again.
+    #[test]
+    fn turn_slices_shrink_while_a_thread_spins_between_rounds() {
+        let mut t = TurnSlice::new();
+        t.spins();
+        for round in 1..=20 {
+            t.parked(round * 100);
+        }
+        assert_eq!(t.at(5000), PARK_AFTER_MIN);
+        t.computes();
+        assert_eq!(t.at(5000), PARK_AFTER);
+        assert_eq!(t.at(2000 + TURN_EVENTS), PARK_AFTER_MIN);
     }
 }

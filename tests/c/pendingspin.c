@@ -6,7 +6,9 @@
  * worker's write before main's call, and the clear after it: a one-core
  * replay that runs main to that call spins for ever unless the worker
  * runs on first, and the worker spins in turn until main runs again.
- * Prints "mw" per round, then "done N". */
+ * With CALLS, the worker writes CALLS times per round (a batch of
+ * replies). Prints "m" and CALLS "w" per round, then "done ROUNDS".
+ * Usage: pendingspin [ROUNDS [CALLS]] */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,14 +16,15 @@
 #include <unistd.h>
 
 static atomic_int pending, seen;
-static int work[2];
+static int work[2], calls = 1;
 
 static void *worker(void *arg) {
     (void)arg;
     char c;
     while (read(work[0], &c, 1) == 1) {
-        if (write(1, "w", 1) != 1)
-            return NULL;
+        for (int k = 0; k < calls; k++)
+            if (write(1, "w", 1) != 1)
+                return NULL;
         atomic_store(&pending, 0);
         while (!atomic_load(&seen))
             ;
@@ -32,6 +35,8 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 10;
+    if (argc > 2)
+        calls = atoi(argv[2]);
     if (pipe(work) != 0)
         return 1;
     pthread_t t;

@@ -223,6 +223,11 @@ impl Session<'_> {
                     // outcome would then hang on the machine's load).
                     // Unless threads are taking turns, it runs on, for a
                     // slice twice as long each time, up to a limit.
+                    match check {
+                        SpinCheck::Computes => self.state.turn_slice.computes(),
+                        SpinCheck::Known | SpinCheck::Learned => self.state.turn_slice.spins(),
+                        SpinCheck::Unchecked => {}
+                    }
                     if check == SpinCheck::Computes && computed < COMPUTE_SLICES && self.state.turn_slice.at(self.state.pos) == super::PARK_AFTER {
                         computed += 1;
                         continue;

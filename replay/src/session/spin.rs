@@ -179,13 +179,13 @@ impl Session<'_> {
     }
 
     /// Steps thread `i` once around the loop it is in, collecting the
-    /// words the loop reads, those of a read-modify-write first, else in
-    /// the loop's order. Errors as [`Session::check_spin`].
+    /// words the loop reads, those of a read-modify-write first, each kind
+    /// by address. Errors as [`Session::check_spin`].
     fn spin_loop(&mut self, i: usize) -> Result<Loop> {
         let cs = Capstone::new().x86().mode(ArchMode::Mode64).detail(true).build().map_err(|e| anyhow!("capstone: {e}"))?;
         let start = self.state.threads[i].regs;
         let mut regs = start;
-        // (read-modify-write, word), in the loop's order.
+        // (read-modify-write, word).
         let mut found: Vec<(bool, SpinWord)> = Vec::new();
         for n in 0..=MAX_STEPS {
             if n > 0 && regs.rip == start.rip {
@@ -212,8 +212,10 @@ impl Session<'_> {
         if !same_registers(&start, &regs) {
             return Ok(Loop::Computes);
         }
-        // Stable: the loop's order within each kind.
-        found.sort_by_key(|&(rmw, _)| !rmw);
+        // By address within each kind, not in the loop's order: that
+        // depends on where in its loop the thread was stopped, and the
+        // same spin seen twice must give the same words.
+        found.sort_by_key(|&(rmw, w)| (!rmw, w.addr));
         Ok(Loop::Spins(found.into_iter().map(|(_, w)| w).collect()))
     }
 
