@@ -265,7 +265,7 @@ fn save_lessons(dir: &Path, lessons: &weft_replay::Lessons, known: &weft_replay:
 
 /// Replays (searching for a schedule if the log order fails), reports the
 /// outcome on stderr, and saves a schedule that was found.
-fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result<i32> {
+fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Result<i32> {
     let trace = open_trace(dir)?;
     if (known || opts.max_attempts == 1) && !opts.replay.digest {
         let (outcome, lessons) = autopilot(&trace, &opts.replay)?;
@@ -279,7 +279,11 @@ fn replay(dir: &Path, opts: weft_explore::ExploreOptions, known: bool) -> Result
                 eprintln!("weft: replay failed: {failure}");
                 return Ok(2);
             }
-            Err(failure) => eprintln!("weft: the schedule does not make the replay valid ({failure}); searching again"),
+            Err(failure) => {
+                eprintln!("weft: the schedule does not make the replay valid ({failure}); searching again");
+                // That replay showed the output up to its failure.
+                opts.replay.echo_from = opts.replay.echo_from.max(failure.event().unwrap_or(usize::MAX));
+            }
         }
     }
     let found = weft_explore::search(&trace, &opts)?;

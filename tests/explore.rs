@@ -58,6 +58,23 @@ fn exploration_finds_the_lock_order_the_log_missed() {
     assert_eq!(digest(&again), digest(&replay(&trace, &["--digest"])), "same schedule, same digest");
 }
 
+/// A saved schedule that no longer makes the replay valid (here the log
+/// order, which misses the lock order) is replayed first, showing the
+/// output up to its failure; the search that follows shows only what
+/// comes after. Before, the greeting printed before the failure appeared
+/// twice.
+#[test]
+fn a_failing_saved_schedule_then_a_search_show_the_output_once() {
+    let argv = [program("lockorder").to_str().unwrap().to_string(), "hello".to_string()];
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let trace = record_until("lockorder-greet", &["--no-inprocess"], &argv, b"hello\nx=4\n");
+    std::fs::write(trace.join("schedule"), "# the log order\n").unwrap();
+    let rep = replay(&trace, &[]);
+    assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
+    assert!(err(&rep).contains("does not make the replay valid") && err(&rep).contains("gets past event"), "{}", err(&rep));
+    assert_eq!(String::from_utf8_lossy(&rep.stdout), "hello\nx=4\n", "{}", err(&rep));
+}
+
 /// An explicit schedule replaces the saved one, and a bad one is refused
 /// with the line that is wrong.
 #[test]

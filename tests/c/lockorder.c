@@ -4,7 +4,9 @@
  * (1 + 1) * 2 = 4, and sleeps longer after. The single-core initial replay
  * runs the doubler first (its sleep ends first in the log) and prints 3,
  * an unmatched write; coarse-grained exploration must find the preemption
- * at the doubler's lock that lets the adder go first. */
+ * at the doubler's lock that lets the adder go first. With an argument,
+ * prints it first, in a write of its own before the threads start.
+ * Usage: lockorder [GREETING] */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -30,7 +32,9 @@ static void *adder(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1)
+        dprintf(1, "%s\n", argv[1]);
     pthread_t a, b;
     pthread_create(&a, NULL, doubler, NULL);
     pthread_create(&b, NULL, adder, NULL);
