@@ -65,9 +65,8 @@ fn exploration_finds_the_lock_order_the_log_missed() {
 /// twice.
 #[test]
 fn a_failing_saved_schedule_then_a_search_show_the_output_once() {
-    let argv = [program("lockorder").to_str().unwrap().to_string(), "hello".to_string()];
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let trace = record_until("lockorder-greet", &["--no-inprocess"], &argv, b"hello\nx=4\n");
+    let prog = program("lockorder");
+    let trace = record_until("lockorder-greet", &["--no-inprocess"], &[prog.to_str().unwrap(), "hello"], b"hello\nx=4\n");
     std::fs::write(trace.join("schedule"), "# the log order\n").unwrap();
     let rep = replay(&trace, &[]);
     assert_eq!(rep.status.code(), Some(0), "{}", err(&rep));
