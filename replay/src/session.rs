@@ -203,28 +203,36 @@ const TURN_EVENTS: usize = 8;
 /// events of the one before (threads taking turns, each turn a few calls
 /// at most) halves the next slice, down to [`PARK_AFTER_MIN`]; farther
 /// apart, the slice is [`PARK_AFTER`] again, so that a thread computing
-/// for long after its last event is not cut up. Once the spin check
-/// finds the log's next thread spinning ([`Session::check_spin`]), parks
-/// halve it however far apart, until a check finds a computation: a
-/// thread that hands work to another and spins until it is done (Redis's
-/// main thread and its I/O threads) parks once per round of many events.
+/// for long after its last event is not cut up. Within [`SPIN_EVENTS`]
+/// logged events of a spin the check found in the log's next thread
+/// ([`Session::check_spin`]), parks halve it however far apart, unless a
+/// check found a computation since: a thread that hands work to another
+/// and spins until it is done (Redis's main thread and its I/O threads)
+/// parks once per round of many events. The bound keeps a spin early in
+/// a run from cutting up the computations of its later phases.
 #[derive(Debug, Clone, Copy)]
 struct TurnSlice {
     /// The log position at the last park.
     pos: usize,
     slice: Duration,
-    /// The spin check last found a spin, not a computation.
-    spinning: bool,
+    /// The log position at the last spin the check found, unless it found
+    /// a computation after it.
+    spin: Option<usize>,
 }
+
+/// How many logged events after a spin found a far park still halves
+/// the slice ([`TurnSlice`]): a round of a server's batch of replies.
+const SPIN_EVENTS: usize = 1024;
 
 impl TurnSlice {
     fn new() -> Self {
-        TurnSlice { pos: usize::MAX, slice: PARK_AFTER, spinning: false }
+        TurnSlice { pos: usize::MAX, slice: PARK_AFTER, spin: None }
     }
 
     /// The slice for a run that starts at log position `pos`.
     fn at(&self, pos: usize) -> Duration {
-        if self.spinning || (pos >= self.pos && pos - self.pos <= TURN_EVENTS) {
+        let near = |since: usize, within: usize| pos >= since && pos - since <= within;
+        if near(self.pos, TURN_EVENTS) || self.spin.is_some_and(|at| near(at, SPIN_EVENTS)) {
             self.slice
         } else {
             PARK_AFTER
@@ -237,16 +245,16 @@ impl TurnSlice {
         self.pos = pos;
     }
 
-    /// The spin check found the log's next thread spinning: parks halve
-    /// the slice however far apart, until it finds a computation.
-    fn spins(&mut self) {
-        self.spinning = true;
+    /// The spin check found the log's next thread spinning at log
+    /// position `pos`.
+    fn spins(&mut self, pos: usize) {
+        self.spin = Some(pos);
     }
 
     /// The spin check found the log's next thread computing: parks far
     /// apart give the full slice again.
     fn computes(&mut self) {
-        self.spinning = false;
+        self.spin = None;
     }
 }
 
@@ -831,19 +839,21 @@ mod tests {
         assert_eq!(t.at(100), PARK_AFTER / 2);
     }
 
-    /// Once a spin is found, parks halve the slice however far apart,
-    /// a spinner's and those of the threads run for its sake alike; a
-    /// computation found gives the full slice to far parks again.
+    /// Within SPIN_EVENTS of a spin found, parks halve the slice however
+    /// far apart, a spinner's and those of the threads run for its sake
+    /// alike; farther on, or once a computation is found, far parks get
+    /// the full slice again.
     #[test]
     fn turn_slices_shrink_while_a_thread_spins_between_rounds() {
         let mut t = TurnSlice::new();
-        t.spins();
         for round in 1..=20 {
-            t.parked(round * 100);
+            t.spins(round * 100);
+            t.parked(round * 100 + 50);
         }
-        assert_eq!(t.at(5000), PARK_AFTER_MIN);
+        assert_eq!(t.at(2000 + SPIN_EVENTS), PARK_AFTER_MIN);
+        assert_eq!(t.at(2001 + SPIN_EVENTS), PARK_AFTER);
         t.computes();
-        assert_eq!(t.at(5000), PARK_AFTER);
-        assert_eq!(t.at(2000 + TURN_EVENTS), PARK_AFTER_MIN);
+        assert_eq!(t.at(2100), PARK_AFTER);
+        assert_eq!(t.at(2050 + TURN_EVENTS), PARK_AFTER_MIN);
     }
 }

@@ -225,7 +225,7 @@ impl Session<'_> {
                     // slice twice as long each time, up to a limit.
                     match check {
                         SpinCheck::Computes => self.state.turn_slice.computes(),
-                        SpinCheck::Known | SpinCheck::Learned => self.state.turn_slice.spins(),
+                        SpinCheck::Known | SpinCheck::Learned => self.state.turn_slice.spins(self.state.pos),
                         SpinCheck::Unchecked => {}
                     }
                     if check == SpinCheck::Computes && computed < COMPUTE_SLICES && self.state.turn_slice.at(self.state.pos) == super::PARK_AFTER {
