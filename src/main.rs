@@ -281,8 +281,7 @@ fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Re
             }
             Err(failure) => {
                 eprintln!("weft: the schedule does not make the replay valid ({failure}); searching again");
-                // That replay showed the output up to its failure.
-                opts.replay.echo_from = opts.replay.echo_from.max(failure.event().unwrap_or(usize::MAX));
+                opts.replay.echo_from = opts.replay.echo_from.max(failure.echoed_before());
             }
         }
     }

@@ -80,6 +80,14 @@ impl Failure {
         }
     }
 
+    /// The log events whose output a replay that failed so has shown:
+    /// those before its inconsistent event (all, `usize::MAX`, for a
+    /// damaged trace, which no later replay gets further in). A replay
+    /// after it shows output from there on, not twice.
+    pub fn echoed_before(&self) -> usize {
+        self.event().unwrap_or(usize::MAX)
+    }
+
     /// The program point where the replay went wrong: what an unmatched
     /// event observed, where the log's next thread is stuck in a deadlock,
     /// or where a livelocked thread spins. Seed 000 §5 keys its failure

@@ -761,7 +761,7 @@ impl<'a> Session<'a> {
         // A valid replay's new lessons did not matter: it needed none.
         let lessons = if matches!(outcome, Ok(Outcome::Valid { .. })) { self.opts.lessons.clone() } else { self.lessons() };
         let echoed_before = match &outcome {
-            Ok(Outcome::Invalid(f)) => f.event().unwrap_or(usize::MAX).max(self.opts.echo_from),
+            Ok(Outcome::Invalid(f)) => f.echoed_before().max(self.opts.echo_from),
             _ => usize::MAX,
         };
         Ok(Report {

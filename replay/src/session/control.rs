@@ -217,17 +217,18 @@ impl Session<'_> {
                     self.state.threads[i].regs = ptrace::getregs(tid)?;
                     let spun = self.next_owner() == Some(i);
                     let check = if spun { self.check_spin(i)? } else { SpinCheck::Unchecked };
+                    // What the check found sizes the slices of later parks.
+                    match check {
+                        SpinCheck::Computes => self.state.turn_slice.computes(),
+                        SpinCheck::Known | SpinCheck::Learned => self.state.turn_slice.spins(self.state.pos),
+                        SpinCheck::Unchecked => {}
+                    }
                     // The log's next thread computes: it reaches its event
                     // by itself, and another thread run now would run
                     // earlier than the log places it (a racy read's
                     // outcome would then hang on the machine's load).
                     // Unless threads are taking turns, it runs on, for a
                     // slice twice as long each time, up to a limit.
-                    match check {
-                        SpinCheck::Computes => self.state.turn_slice.computes(),
-                        SpinCheck::Known | SpinCheck::Learned => self.state.turn_slice.spins(self.state.pos),
-                        SpinCheck::Unchecked => {}
-                    }
                     if check == SpinCheck::Computes && computed < COMPUTE_SLICES && self.state.turn_slice.at(self.state.pos) == super::PARK_AFTER {
                         computed += 1;
                         continue;
