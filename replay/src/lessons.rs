@@ -52,20 +52,49 @@ pub struct Lessons {
     /// recorded order, with the diverging point's threads timed otherwise.
     /// Scheduler, `learn_run_on`.
     pub run_on_after: BTreeSet<usize>,
-    /// Every thread runs on after each of its events, to its next
-    /// scheduling point, as on cores of its own: learned when a run-on
-    /// lesson for one event got a replay no further. Threads that
-    /// take work from a shared atomic counter between their events (a
-    /// pool's `fetch_add` on the next item's index) took it on the
-    /// recording's cores as soon as they finished their last item; run
-    /// as late as the log allows, each takes the item another thread
-    /// took first. Kept only while it gets the replay further
+    /// Whether every thread runs on after each of its events
+    /// ([`RunOnAll`]). Named apart from the two booleans that held it
+    /// before, which a lessons file of an earlier weft may have: ignored.
+    #[serde(rename = "run_on_all_threads")]
+    pub run_on_all: RunOnAll,
+}
+
+/// Whether every thread runs on after each of its events, to its next
+/// scheduling point, as on cores of its own: learned when a run-on lesson
+/// for one event ([`Lessons::run_on_after`]) got a replay no further.
+/// Threads that take work from a shared atomic counter between their
+/// events (a pool's `fetch_add` on the next item's index) took it on the
+/// recording's cores as soon as they finished their last item; run as
+/// late as the log allows, each takes the item another thread took
+/// first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOnAll {
+    /// Not learned: threads run on only after the events of
+    /// [`Lessons::run_on_after`].
+    #[default]
+    Unlearned,
+    /// Learned: kept only while it gets the replay further
     /// (`RunOnTrial`); the search then starts from it.
-    pub run_on_all: bool,
-    /// [`Self::run_on_all`] got a replay no further, or a search that
-    /// acted on it found no schedule ([`crate::Replayer::refuse_run_on_all`]):
-    /// it is not learned again.
-    pub run_on_all_refused: bool,
+    Learned,
+    /// It got a replay no further, or a search that acted on it found no
+    /// schedule ([`crate::Replayer::refuse_run_on_all`]): it is not
+    /// learned again.
+    Refused,
+}
+
+impl RunOnAll {
+    /// Whether replays act on it.
+    pub fn learned(self) -> bool {
+        self == Self::Learned
+    }
+
+    /// Learns it, unless it was refused.
+    fn learn(&mut self) {
+        if *self == Self::Unlearned {
+            *self = Self::Learned;
+        }
+    }
 }
 
 /// What weft says as a replay starts over because it learned spin words.
@@ -137,14 +166,14 @@ impl Lessons {
         self.wakers_first.extend(&other.wakers_first);
         self.waiters_first.extend(&other.waiters_first);
         self.run_on_after.extend(&other.run_on_after);
-        self.run_on_all_refused |= other.run_on_all_refused;
-        self.run_on_all = (self.run_on_all || other.run_on_all) && !self.run_on_all_refused;
+        // Refused outranks learned, learned unlearned.
+        self.run_on_all = self.run_on_all.max(other.run_on_all);
     }
 
     /// Whether the thread of the event at log index `k` runs on past it
     /// ([`Self::run_on_after`], [`Self::run_on_all`]).
     pub(crate) fn runs_on_after(&self, k: usize) -> bool {
-        self.run_on_all || self.run_on_after.contains(&k)
+        self.run_on_all.learned() || self.run_on_after.contains(&k)
     }
 
     /// What to say as a replay that started with `before` starts over
@@ -156,7 +185,7 @@ impl Lessons {
             WAKE_NOTE
         } else if self.waiters_first != before.waiters_first {
             WAITERS_NOTE
-        } else if self.run_on_all && !before.run_on_all {
+        } else if self.run_on_all.learned() && !before.run_on_all.learned() {
             RUN_ON_ALL_NOTE
         } else {
             RUN_ON_NOTE
@@ -194,8 +223,8 @@ impl Restarts {
         if let Some(t) = self.trial.take() {
             // One thread run on got it no further: every thread, once.
             let judged = t.judge(failed_at, &mut [&mut *known, &mut *acting]);
-            if judged && !t.before_all && !t.after_all && !known.run_on_all_refused {
-                known.run_on_all = true;
+            if judged && t.before_all == RunOnAll::Unlearned && t.after_all == RunOnAll::Unlearned {
+                known.run_on_all.learn();
             }
         }
         if known == acting || self.count >= MAX_RESTARTS || !allowed {
@@ -219,8 +248,8 @@ struct RunOnTrial {
     failed_at: usize,
     before: BTreeSet<usize>,
     /// [`Lessons::run_on_all`] before and after the restart.
-    before_all: bool,
-    after_all: bool,
+    before_all: RunOnAll,
+    after_all: RunOnAll,
 }
 
 impl RunOnTrial {
@@ -247,8 +276,10 @@ impl RunOnTrial {
         if dropped {
             for l in lessons.iter_mut() {
                 l.run_on_after = self.before.clone();
-                l.run_on_all = self.before_all;
-                l.run_on_all_refused |= self.after_all && !self.before_all;
+                l.run_on_all = match (self.before_all, self.after_all) {
+                    (RunOnAll::Unlearned, RunOnAll::Learned) => RunOnAll::Refused,
+                    (before, _) => before,
+                };
             }
         }
         dropped
@@ -281,6 +312,11 @@ mod tests {
         assert!(format!("{:#}", Lessons::load(&path).unwrap_err()).contains("not 1, 2, 4 or 8 aligned bytes"));
         std::fs::write(&path, br#"{"spin_words": {"5": [{"addr": 12, "len": 4, "seen": 1}]}}"#).unwrap();
         assert!(Lessons::load(&path).is_ok(), "a word as spin.rs learns one");
+        // An earlier weft's booleans are ignored; the tri-state is read.
+        std::fs::write(&path, br#"{"run_on_all": true, "run_on_all_refused": false}"#).unwrap();
+        assert_eq!(Lessons::load(&path).unwrap(), Lessons::default());
+        std::fs::write(&path, br#"{"run_on_all_threads": "refused"}"#).unwrap();
+        assert_eq!(Lessons::load(&path).unwrap().run_on_all, RunOnAll::Refused);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -307,30 +343,29 @@ mod tests {
         // The restart with event 40's thread run on diverged at 43 again.
         let mut acting = known.clone();
         assert!(restarts.again(&mut acting, &mut known, 43, true), "every thread run on, next");
-        assert!(known.run_on_all && known.run_on_after.is_empty() && known.runs_on_after(41));
+        assert!(known.run_on_all.learned() && known.run_on_after.is_empty() && known.runs_on_after(41));
         // That got it to 57: kept, and nothing new to restart with.
         let mut acting = known.clone();
         assert!(!restarts.again(&mut acting, &mut known, 57, true));
-        assert!(known.run_on_all, "further: kept for the search");
+        assert!(known.run_on_all.learned(), "further: kept for the search");
         // Had it got no further, it would have been dropped, not tried again.
         let mut restarts = Restarts::default();
-        let (mut acting, mut known) = (Lessons::default(), Lessons { run_on_all: true, ..Default::default() });
+        let (mut acting, mut known) = (Lessons::default(), Lessons { run_on_all: RunOnAll::Learned, ..Default::default() });
         assert!(restarts.again(&mut acting, &mut known, 43, true));
         let mut acting = known.clone();
         assert!(!restarts.again(&mut acting, &mut known, 43, true));
-        assert!(!known.run_on_all && !acting.run_on_all);
-        assert!(known.run_on_all_refused && acting.run_on_all_refused, "not tried again by a later replay");
+        assert_eq!((known.run_on_all, acting.run_on_all), (RunOnAll::Refused, RunOnAll::Refused), "not tried again by a later replay");
         // Refused (a search under it found nothing): not learned again,
         // nor taken from a lessons file.
-        let refused = Lessons { run_on_all_refused: true, ..Default::default() };
+        let refused = Lessons { run_on_all: RunOnAll::Refused, ..Default::default() };
         let mut restarts = Restarts::default();
         let (mut acting, mut known) = (refused.clone(), Lessons { run_on_after: BTreeSet::from([40]), ..refused.clone() });
         assert!(restarts.again(&mut acting, &mut known, 43, true));
         let mut acting = known.clone();
         assert!(!restarts.again(&mut acting, &mut known, 43, true));
-        assert!(!known.run_on_all);
+        assert_eq!(known.run_on_all, RunOnAll::Refused);
         let mut kept = refused;
-        kept.absorb(&Lessons { run_on_all: true, ..Default::default() });
-        assert!(!kept.run_on_all);
+        kept.absorb(&Lessons { run_on_all: RunOnAll::Learned, ..Default::default() });
+        assert_eq!(kept.run_on_all, RunOnAll::Refused);
     }
 }

@@ -71,6 +71,6 @@ pub use checkpoint::Policy as CheckpointPolicy;
 pub use replayer::{replay, Replayer};
 pub use replay_session::ReplaySession;
 pub use debug::{Registers, Resume, SessionOptions, Stop, Watchpoint, WatchKind, When};
-pub use lessons::Lessons;
+pub use lessons::{Lessons, RunOnAll};
 pub use session::{Outcome, ReplayOptions, Report, SpinWords};
 pub use sync_trace::{Switchable, SyncRecord};

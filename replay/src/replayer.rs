@@ -47,18 +47,17 @@ impl<'a> Replayer<'a> {
     /// it gets half the replays, the one after [`Self::refuse_run_on_all`]
     /// the rest.
     pub fn runs_all_on(&self) -> bool {
-        self.lessons.run_on_all
+        self.lessons.run_on_all.learned()
     }
 
     /// Drops [`Lessons::run_on_all`] from what its replays act on, for good
-    /// ([`Lessons::run_on_all_refused`]), with the checkpoints taken under
-    /// it; false when its replays did not act on it.
+    /// ([`RunOnAll::Refused`](crate::RunOnAll::Refused)), with the
+    /// checkpoints taken under it; false when its replays did not act on it.
     pub fn refuse_run_on_all(&mut self) -> bool {
-        if !self.lessons.run_on_all {
+        if !self.lessons.run_on_all.learned() {
             return false;
         }
-        self.lessons.run_on_all = false;
-        self.lessons.run_on_all_refused = true;
+        self.lessons.run_on_all = crate::RunOnAll::Refused;
         self.checkpoints.as_mut().map(Checkpoints::clear);
         true
     }

@@ -157,7 +157,7 @@ impl Session<'_> {
         let waits = matches!(&expected.kind, EventKind::Sync(s) if matches!(s.op, SyncOp::LockWait | SyncOp::SyscallWait));
         let matched = self.state.pos - 1;
         if self.sync_logged && handover && matches!(step, Step::Stay) && (self.state.threads[i].at == At::Ready || waits) {
-            if self.state.lessons.run_on_all {
+            if self.state.lessons.run_on_all.learned() {
                 // Running on, it still passes a point: a preemption can
                 // take the core there.
                 self.state.threads[i].runs_on = Some(super::RunOn::OwnCore);
