@@ -238,6 +238,13 @@ fn exit_code(end: &End) -> i32 {
 /// exploration found, so the next replay needs no search.
 const SCHEDULE_FILE: &str = "schedule";
 
+/// Where in a trace directory `weft replay -a` keeps, when its search found
+/// no valid schedule, the schedule that got furthest (`schedule`), the
+/// lessons its replay acted on (`lessons`) and how it failed (`failure`,
+/// text): a debugging session then starts under it at once, instead of
+/// running the same search again. A valid schedule found later removes it.
+const FURTHEST_DIR: &str = "furthest";
+
 /// Where in a trace directory `weft replay` keeps what its replays learned
 /// ([`weft_replay::Lessons`]), so the next replay and debugging session
 /// start with it.
@@ -299,19 +306,61 @@ fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Re
                 save_schedule(dir, &found)?;
             }
             save_lessons(dir, &found.report.lessons, &opts.replay.lessons);
+            // Best effort: a stale one is never read while `schedule` exists.
+            let _ = std::fs::remove_dir_all(dir.join(FURTHEST_DIR));
             Ok(0)
         }
         weft_replay::Outcome::Invalid(failure) => {
             eprintln!("weft: replay failed: {failure}");
             if found.attempts > 1 {
+                let kept = match save_furthest(dir, &found, failure) {
+                    Ok(path) => format!("; kept in {} for `weft replay` to debug under", path.display()),
+                    Err(e) => format!(" (not kept: {e:#})"),
+                };
                 eprintln!(
-                    "weft: no schedule found in {} replays, {} resumed from checkpoints (the furthest: {})",
+                    "weft: no schedule found in {} replays, {} resumed from checkpoints (the furthest: {}){kept}",
                     found.attempts, found.resumed, found.schedule
                 );
             }
             Ok(2)
         }
     }
+}
+
+/// Saves the schedule that got furthest in a search that found no valid
+/// one, with its lessons and `failure`, to `dir/furthest/`
+/// ([`FURTHEST_DIR`]), private to the user as the trace is (0700); returns
+/// that directory. Errors: it cannot be written.
+fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_replay::Failure) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = dir.join(FURTHEST_DIR);
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    found.schedule.save(&path.join(SCHEDULE_FILE))?;
+    found.report.lessons.save(&path.join(LESSONS_FILE))?;
+    let text = path.join("failure");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&text)
+        .and_then(|mut f| f.write_all(format!("{failure}\n").as_bytes()))
+        .with_context(|| format!("cannot write {}", text.display()))?;
+    Ok(path)
+}
+
+/// The schedule a search of `weft replay -a` kept in `dir` as the one that
+/// got furthest ([`FURTHEST_DIR`]), with its lessons, and how it failed;
+/// `None` when there is none. Errors: a file of it is damaged.
+fn load_furthest(dir: &Path) -> Result<Option<(weft_replay::Schedule, weft_replay::Lessons, String)>> {
+    let path = dir.join(FURTHEST_DIR);
+    if !path.join(SCHEDULE_FILE).exists() {
+        return Ok(None);
+    }
+    let schedule = weft_replay::Schedule::load(&path.join(SCHEDULE_FILE))?;
+    let lessons = weft_replay::Lessons::load(&path.join(LESSONS_FILE))?;
+    let failure = std::fs::read_to_string(path.join("failure")).unwrap_or_default();
+    Ok(Some((schedule, lessons, failure.trim_end().to_string())))
 }
 
 /// Says on stderr that the replay was valid and how the program ended,
@@ -428,6 +477,13 @@ fn debug_schedule(
     let saved = dir.join(SCHEDULE_FILE);
     if saved.exists() {
         return Ok((weft_replay::Schedule::load(&saved)?, known, None));
+    }
+    if let Some((schedule, lessons, failure)) = load_furthest(dir)? {
+        eprintln!(
+            "weft: `weft replay -a` found no valid schedule; debugging under the one that got furthest ({schedule}, kept in {}), which failed: {failure}",
+            dir.join(FURTHEST_DIR).display()
+        );
+        return Ok((schedule, lessons, None));
     }
     eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
     // Silently: the program's output appears as the debugger's session

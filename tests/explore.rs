@@ -107,6 +107,36 @@ fn without_a_valid_schedule_the_debugger_serves_up_to_the_divergence() {
     assert!(!trace.join("schedule").exists(), "an invalid schedule is not saved");
 }
 
+/// A search that finds no valid schedule keeps the one that got furthest
+/// (with its lessons and its failure) in TRACE/furthest; the debugger then
+/// starts under it at once, without running the same search again, and
+/// stops where it diverges. tests/c/lostupdates.c loses updates on two
+/// cores, which no one-core schedule reproduces.
+#[test]
+fn a_failed_search_keeps_its_furthest_schedule_for_the_debugger() {
+    let prog = program("lostupdates");
+    let trace = (0..5)
+        .find_map(|n| {
+            let trace = trace_dir(&format!("lostupdates-{n}"));
+            let rec = record(&trace, &[prog.to_str().unwrap()], std::process::Stdio::null());
+            assert_eq!(rec.status.code(), Some(0), "{}", err(&rec));
+            (rec.stdout != b"total 40000000 of 40000000\n").then_some(trace)
+        })
+        .expect("five recordings lost no update");
+    let rep = replay(&trace, &["--max-attempts", "3"]);
+    assert_eq!(rep.status.code(), Some(2), "{}", err(&rep));
+    assert!(err(&rep).contains("for `weft replay` to debug under"), "{}", err(&rep));
+    for file in ["schedule", "lessons", "failure"] {
+        assert!(trace.join("furthest").join(file).exists(), "furthest/{file} kept");
+    }
+    assert!(!trace.join("schedule").exists(), "an invalid schedule is not saved as the schedule");
+    let out = weft().arg("replay").arg(&trace).args(["--", "-batch", "-nx", "-ex", "continue"]).output().expect("run weft replay");
+    let text = err(&out);
+    assert!(text.contains("debugging under the one that got furthest") && text.contains("which failed: unmatched event"), "{text}");
+    assert!(!text.contains("searching for one first"), "no second search:\n{text}");
+    assert!(text.contains("the replay diverged"), "stops at the divergence:\n{text}");
+}
+
 /// Fine-grained exploration (seed 000 §4.3): racyflag's checker must
 /// read main's store to x between that store and main's load of y, where
 /// main makes no call and takes no lock. No preemption at a
