@@ -461,9 +461,11 @@ enum Debugger {
 
 /// The schedule a debugging session replays under, the lessons it acts on
 /// and the failure it is known to meet: `given` (`--preempt`), else the
-/// saved one, with the kept lessons; else the result of the search
-/// autopilot runs, with the lessons its replays learned (both saved when
-/// they make the replay valid).
+/// saved one, with the kept lessons; else the one that got furthest in an
+/// earlier search that found none ([`FURTHEST_DIR`]), with its lessons;
+/// else the result of the search autopilot runs, with the lessons its
+/// replays learned (saved as the schedule and lessons when they make the
+/// replay valid, else as the furthest).
 fn debug_schedule(
     dir: &Path,
     trace: &weft_record::Trace,
@@ -503,6 +505,13 @@ fn debug_schedule(
                 "weft: no valid schedule found in {} replays; debugging under the one that got furthest ({}), which fails: {failure}",
                 found.attempts, found.schedule
             );
+            // The next session starts under it without this search (not
+            // under the log order alone, when no search was allowed).
+            if found.attempts > 1 {
+                if let Err(e) = save_furthest(dir, &found, failure) {
+                    eprintln!("weft: warning: {e:#}; the next session will search again");
+                }
+            }
             Ok((found.schedule, lessons, Some(failure.clone())))
         }
     }

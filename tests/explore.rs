@@ -135,6 +135,13 @@ fn a_failed_search_keeps_its_furthest_schedule_for_the_debugger() {
     assert!(text.contains("debugging under the one that got furthest") && text.contains("which failed: unmatched event"), "{text}");
     assert!(!text.contains("searching for one first"), "no second search:\n{text}");
     assert!(text.contains("the replay diverged"), "stops at the divergence:\n{text}");
+    // A session's own failed search keeps its furthest too.
+    std::fs::remove_dir_all(trace.join("furthest")).unwrap();
+    let gdb = |extra: &[&str]| weft().arg("replay").args(extra).arg(&trace).args(["--", "-batch", "-nx", "-ex", "continue"]).output().expect("run weft replay");
+    let out = gdb(&["--max-attempts", "3"]);
+    assert!(err(&out).contains("searching for one first") && trace.join("furthest/schedule").exists(), "{}", err(&out));
+    let out = gdb(&[]);
+    assert!(!err(&out).contains("searching for one first") && err(&out).contains("got furthest"), "{}", err(&out));
 }
 
 /// Fine-grained exploration (seed 000 §4.3): racyflag's checker must
