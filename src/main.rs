@@ -238,12 +238,16 @@ fn exit_code(end: &End) -> i32 {
 /// exploration found, so the next replay needs no search.
 const SCHEDULE_FILE: &str = "schedule";
 
-/// Where in a trace directory `weft replay -a` keeps, when its search found
-/// no valid schedule, the schedule that got furthest (`schedule`), the
-/// lessons its replay acted on (`lessons`) and how it failed (`failure`,
-/// text): a debugging session then starts under it at once, instead of
-/// running the same search again. A valid schedule found later removes it.
+/// Where in a trace directory `weft replay` keeps, when a search (of `-a`
+/// or before a debugging session) found no valid schedule, the schedule
+/// that got furthest (`schedule`), the lessons its replay acted on
+/// (`lessons`) and how it failed ([`FURTHEST_FAILURE`]): a debugging
+/// session then starts under it at once, instead of running the same
+/// search again. A valid schedule found later by `-a` removes it.
 const FURTHEST_DIR: &str = "furthest";
+
+/// The file of [`FURTHEST_DIR`] that says how its replay failed (text).
+const FURTHEST_FAILURE: &str = "failure";
 
 /// Where in a trace directory `weft replay` keeps what its replays learned
 /// ([`weft_replay::Lessons`]), so the next replay and debugging session
@@ -337,7 +341,7 @@ fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_r
     std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&path).with_context(|| format!("cannot create {}", path.display()))?;
     found.schedule.save(&path.join(SCHEDULE_FILE))?;
     found.report.lessons.save(&path.join(LESSONS_FILE))?;
-    let text = path.join("failure");
+    let text = path.join(FURTHEST_FAILURE);
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -349,8 +353,8 @@ fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_r
     Ok(path)
 }
 
-/// The schedule a search of `weft replay -a` kept in `dir` as the one that
-/// got furthest ([`FURTHEST_DIR`]), with its lessons, and how it failed;
+/// The schedule an earlier search kept in `dir` as the one that got
+/// furthest ([`FURTHEST_DIR`]), with its lessons, and how it failed;
 /// `None` when there is none. Errors: a file of it is damaged.
 fn load_furthest(dir: &Path) -> Result<Option<(weft_replay::Schedule, weft_replay::Lessons, String)>> {
     let path = dir.join(FURTHEST_DIR);
@@ -359,7 +363,7 @@ fn load_furthest(dir: &Path) -> Result<Option<(weft_replay::Schedule, weft_repla
     }
     let schedule = weft_replay::Schedule::load(&path.join(SCHEDULE_FILE))?;
     let lessons = weft_replay::Lessons::load(&path.join(LESSONS_FILE))?;
-    let failure = std::fs::read_to_string(path.join("failure")).unwrap_or_default();
+    let failure = std::fs::read_to_string(path.join(FURTHEST_FAILURE)).unwrap_or_default();
     Ok(Some((schedule, lessons, failure.trim_end().to_string())))
 }
 
@@ -480,12 +484,16 @@ fn debug_schedule(
     if saved.exists() {
         return Ok((weft_replay::Schedule::load(&saved)?, known, None));
     }
-    if let Some((schedule, lessons, failure)) = load_furthest(dir)? {
-        eprintln!(
-            "weft: `weft replay -a` found no valid schedule; debugging under the one that got furthest ({schedule}, kept in {}), which failed: {failure}",
-            dir.join(FURTHEST_DIR).display()
-        );
-        return Ok((schedule, lessons, None));
+    match load_furthest(dir) {
+        Ok(Some((schedule, lessons, failure))) => {
+            eprintln!(
+                "weft: an earlier search found no valid schedule; debugging under the one that got furthest ({schedule}, kept in {}), which failed: {failure}",
+                dir.join(FURTHEST_DIR).display()
+            );
+            return Ok((schedule, lessons, None));
+        }
+        Ok(None) => {}
+        Err(e) => eprintln!("weft: warning: {e:#}; ignoring the schedule kept as the furthest"),
     }
     eprintln!("weft: no saved schedule; searching for one first, as `weft replay -a` does");
     // Silently: the program's output appears as the debugger's session

@@ -142,6 +142,10 @@ fn a_failed_search_keeps_its_furthest_schedule_for_the_debugger() {
     assert!(err(&out).contains("searching for one first") && trace.join("furthest/schedule").exists(), "{}", err(&out));
     let out = gdb(&[]);
     assert!(!err(&out).contains("searching for one first") && err(&out).contains("got furthest"), "{}", err(&out));
+    // Damaged, it is ignored with a warning, and the session searches.
+    std::fs::write(trace.join("furthest/lessons"), "{").unwrap();
+    let out = gdb(&["--max-attempts", "2"]);
+    assert!(err(&out).contains("ignoring the schedule kept as the furthest") && err(&out).contains("searching for one first"), "{}", err(&out));
 }
 
 /// Fine-grained exploration (seed 000 §4.3): racyflag's checker must
