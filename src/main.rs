@@ -336,20 +336,13 @@ fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Re
 /// ([`FURTHEST_DIR`]), private to the user as the trace is (0700); returns
 /// that directory. Errors: it cannot be written.
 fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_replay::Failure) -> Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use weft_record::store::{make_private_dir, write_private_file};
     let path = dir.join(FURTHEST_DIR);
-    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    make_private_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
     found.schedule.save(&path.join(SCHEDULE_FILE))?;
     found.report.lessons.save(&path.join(LESSONS_FILE))?;
     let text = path.join(FURTHEST_FAILURE);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&text)
-        .and_then(|mut f| f.write_all(format!("{failure}\n").as_bytes()))
-        .with_context(|| format!("cannot write {}", text.display()))?;
+    write_private_file(&text, format!("{failure}\n").as_bytes()).with_context(|| format!("cannot write {}", text.display()))?;
     Ok(path)
 }
 

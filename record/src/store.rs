@@ -149,6 +149,18 @@ fn entry_stamp(md: &fs::Metadata) -> String {
     format!("{} {}.{:09}", md.size(), md.mtime(), md.mtime_nsec())
 }
 
+/// Writes `bytes` to the file `path`, replacing what it held, with mode
+/// 0600 whatever the umask or the mode an earlier file there had: the
+/// small files `weft replay` keeps in a trace (its schedule, lessons) are
+/// as private as the trace. Errors: those of open(2) and write(2).
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = File::options().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
+}
+
 /// Creates `dir` and its missing parents, each with mode 0700 whatever the
 /// umask (which can narrow a requested mode, even to no access at all),
 /// and gives `dir` itself mode 0700 if it existed.

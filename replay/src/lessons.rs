@@ -140,19 +140,10 @@ impl Lessons {
     /// temporary file beside it, private to the user as the trace's files
     /// are (0600), then renamed. Errors: the write failed.
     pub fn save(&self, path: &Path) -> Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         // Its own name: two weft processes may save the same trace's.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let json = serde_json::to_vec_pretty(self)?;
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&json))
-            .and_then(|()| std::fs::rename(&tmp, path));
+        let written = weft_record::store::write_private_file(&tmp, &json).and_then(|()| std::fs::rename(&tmp, path));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }

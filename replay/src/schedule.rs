@@ -164,8 +164,6 @@ impl Schedule {
     /// Writes the schedule in the format [`Schedule::load`] reads, mode
     /// 0600 whatever the umask, as every file of a trace.
     pub fn save(&self, path: &Path) -> Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let mut text = String::from("# weft schedule: preemptions N:TID (seed 000 sync<n,t>), one per line\n");
         for p in &self.preemptions {
             text += &format!("{}:{}\n", p.sync, p.to);
@@ -176,12 +174,7 @@ impl Schedule {
         for r in &self.reversals {
             text += &format!("race {} {:#x} {}:{} {}:{}\n", r.from, r.page, r.held, r.held_nth, r.runner, r.runner_nth);
         }
-        let write = || {
-            let mut file = std::fs::File::options().write(true).create(true).truncate(true).mode(0o600).open(path)?;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.write_all(text.as_bytes())
-        };
-        write().with_context(|| format!("cannot write {}", path.display()))
+        weft_record::store::write_private_file(path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
     }
 }
 
