@@ -249,6 +249,11 @@ const FURTHEST_DIR: &str = "furthest";
 /// The file of [`FURTHEST_DIR`] that says how its replay failed (text).
 const FURTHEST_FAILURE: &str = "failure";
 
+/// The file of [`FURTHEST_DIR`] that holds the log index its replay
+/// failed at (decimal): a search replaces the furthest only when it got as
+/// far.
+const FURTHEST_REACHED: &str = "reached";
+
 /// Where in a trace directory `weft replay` keeps what its replays learned
 /// ([`weft_replay::Lessons`]), so the next replay and debugging session
 /// start with it.
@@ -318,7 +323,8 @@ fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Re
             eprintln!("weft: replay failed: {failure}");
             if found.attempts > 1 {
                 let kept = match save_furthest(dir, &found, failure) {
-                    Ok(path) => format!("; kept in {} for `weft replay` to debug under", path.display()),
+                    Ok((path, true)) => format!("; kept in {} for `weft replay` to debug under", path.display()),
+                    Ok((path, false)) => format!("; an earlier search got further, and its schedule stays in {}", path.display()),
                     Err(e) => format!(" (not kept: {e:#})"),
                 };
                 eprintln!(
@@ -333,17 +339,25 @@ fn replay(dir: &Path, mut opts: weft_explore::ExploreOptions, known: bool) -> Re
 
 /// Saves the schedule that got furthest in a search that found no valid
 /// one, with its lessons and `failure`, to `dir/furthest/`
-/// ([`FURTHEST_DIR`]), private to the user as the trace is (0700); returns
-/// that directory. Errors: it cannot be written.
-fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_replay::Failure) -> Result<PathBuf> {
+/// ([`FURTHEST_DIR`]), private to the user as the trace is (0700), unless
+/// an earlier search's kept there got further; returns that directory and
+/// whether this one was saved. Errors: it cannot be written.
+fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_replay::Failure) -> Result<(PathBuf, bool)> {
     use weft_record::store::{make_private_dir, write_private_file};
     let path = dir.join(FURTHEST_DIR);
+    let reached = failure.event().unwrap_or(usize::MAX);
+    let before = std::fs::read_to_string(path.join(FURTHEST_REACHED)).ok().and_then(|t| t.trim().parse::<usize>().ok());
+    if before.is_some_and(|b| b > reached) {
+        return Ok((path, false));
+    }
     make_private_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
     found.schedule.save(&path.join(SCHEDULE_FILE))?;
     found.report.lessons.save(&path.join(LESSONS_FILE))?;
     let text = path.join(FURTHEST_FAILURE);
     write_private_file(&text, format!("{failure}\n").as_bytes()).with_context(|| format!("cannot write {}", text.display()))?;
-    Ok(path)
+    let at = path.join(FURTHEST_REACHED);
+    write_private_file(&at, format!("{reached}\n").as_bytes()).with_context(|| format!("cannot write {}", at.display()))?;
+    Ok((path, true))
 }
 
 /// The schedule an earlier search kept in `dir` as the one that got

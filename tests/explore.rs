@@ -135,6 +135,11 @@ fn a_failed_search_keeps_its_furthest_schedule_for_the_debugger() {
     assert!(text.contains("debugging under the one that got furthest") && text.contains("which failed: unmatched event"), "{text}");
     assert!(!text.contains("searching for one first"), "no second search:\n{text}");
     assert!(text.contains("the replay diverged"), "stops at the divergence:\n{text}");
+    // A search that gets less far leaves an earlier, further one alone.
+    std::fs::write(trace.join("furthest/reached"), "1000000\n").unwrap();
+    let rep = replay(&trace, &["--max-attempts", "2"]);
+    assert!(err(&rep).contains("an earlier search got further"), "{}", err(&rep));
+    assert_eq!(std::fs::read_to_string(trace.join("furthest/reached")).unwrap(), "1000000\n");
     // A session's own failed search keeps its furthest too.
     std::fs::remove_dir_all(trace.join("furthest")).unwrap();
     let gdb = |extra: &[&str]| weft().arg("replay").args(extra).arg(&trace).args(["--", "-batch", "-nx", "-ex", "continue"]).output().expect("run weft replay");
