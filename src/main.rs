@@ -241,7 +241,8 @@ const SCHEDULE_FILE: &str = "schedule";
 /// Where in a trace directory `weft replay` keeps, when a search (of `-a`
 /// or before a debugging session) found no valid schedule, the schedule
 /// that got furthest (`schedule`), the lessons its replay acted on
-/// (`lessons`) and how it failed ([`FURTHEST_FAILURE`]): a debugging
+/// (`lessons`), how it failed ([`FURTHEST_FAILURE`]) and where
+/// ([`FURTHEST_REACHED`]): a debugging
 /// session then starts under it at once, instead of running the same
 /// search again. A valid schedule found later by `-a` removes it.
 const FURTHEST_DIR: &str = "furthest";
@@ -353,10 +354,10 @@ fn save_furthest(dir: &Path, found: &weft_explore::Exploration, failure: &weft_r
     make_private_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
     found.schedule.save(&path.join(SCHEDULE_FILE))?;
     found.report.lessons.save(&path.join(LESSONS_FILE))?;
-    let text = path.join(FURTHEST_FAILURE);
-    write_private_file(&text, format!("{failure}\n").as_bytes()).with_context(|| format!("cannot write {}", text.display()))?;
-    let at = path.join(FURTHEST_REACHED);
-    write_private_file(&at, format!("{reached}\n").as_bytes()).with_context(|| format!("cannot write {}", at.display()))?;
+    for (name, text) in [(FURTHEST_FAILURE, failure.to_string()), (FURTHEST_REACHED, reached.to_string())] {
+        let file = path.join(name);
+        write_private_file(&file, format!("{text}\n").as_bytes()).with_context(|| format!("cannot write {}", file.display()))?;
+    }
     Ok((path, true))
 }
 

@@ -212,9 +212,9 @@ impl Restarts {
     /// over with `known`).
     pub(crate) fn again(&mut self, acting: &mut Lessons, known: &mut Lessons, failed_at: usize, allowed: bool) -> bool {
         if let Some(t) = self.trial.take() {
-            // One thread run on got it no further: every thread, once.
-            let judged = t.judge(failed_at, &mut [&mut *known, &mut *acting]);
-            if judged && t.before_all == RunOnAll::Unlearned && t.after_all == RunOnAll::Unlearned {
+            // One thread run on got it no further: every thread, once
+            // (a trial of every thread run on was refused by the judging).
+            if t.judge(failed_at, &mut [&mut *known, &mut *acting]) {
                 known.run_on_all.learn();
             }
         }
